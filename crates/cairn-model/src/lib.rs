@@ -1,0 +1,15 @@
+//! Cairn's data model (ARCHITECTURE §4): declared types and record types, in-memory values and
+//! primary keys, the JSON text codec with type-driven coercion, the binary codec used by the
+//! write-ahead log, and the mapping to Apache Arrow.
+
+pub mod arrow_mapping;
+pub mod binary;
+pub mod error;
+pub mod json;
+pub mod temporal;
+pub mod types;
+pub mod value;
+
+pub use error::{ModelError, Result};
+pub use types::{DataType, DatasetType, EXTRA_FIELDS_COLUMN, Field, RecordType};
+pub use value::{Key, KeyValue, Record, Value};
