@@ -373,15 +373,21 @@ fn cell(data_type: &DataType, array: &dyn Array, row: usize) -> Option<Value> {
         DataType::String => Value::String(array.as_string_opt::<i32>()?.value(row).to_string()),
         DataType::Binary => Value::Binary(array.as_binary_opt::<i32>()?.value(row).to_vec()),
         DataType::Date => Value::Date(array.as_primitive_opt::<Date32Type>()?.value(row)),
-        DataType::Time => {
-            Value::Time(array.as_primitive_opt::<Time32MillisecondType>()?.value(row))
-        }
-        DataType::DateTime => {
-            Value::DateTime(array.as_primitive_opt::<TimestampMillisecondType>()?.value(row))
-        }
-        DataType::Duration => {
-            Value::Duration(array.as_primitive_opt::<DurationMillisecondType>()?.value(row))
-        }
+        DataType::Time => Value::Time(
+            array
+                .as_primitive_opt::<Time32MillisecondType>()?
+                .value(row),
+        ),
+        DataType::DateTime => Value::DateTime(
+            array
+                .as_primitive_opt::<TimestampMillisecondType>()?
+                .value(row),
+        ),
+        DataType::Duration => Value::Duration(
+            array
+                .as_primitive_opt::<DurationMillisecondType>()?
+                .value(row),
+        ),
         DataType::Uuid => {
             let bytes = array.as_fixed_size_binary_opt()?.value(row);
             Value::Uuid(bytes.try_into().ok()?)

@@ -143,9 +143,7 @@ fn expected_form(data_type: &DataType) -> String {
         }
         DataType::Duration => "duration (ISO 8601 \"PnDTnHnMnS\" or milliseconds)".to_string(),
         DataType::Point => "point ([x, y], {\"x\": x, \"y\": y} or \"x,y\")".to_string(),
-        DataType::Rectangle => {
-            "rectangle ([[x1, y1], [x2, y2]] or \"x1,y1 x2,y2\")".to_string()
-        }
+        DataType::Rectangle => "rectangle ([[x1, y1], [x2, y2]] or \"x1,y1 x2,y2\")".to_string(),
         DataType::Circle => {
             "circle ({\"center\": point, \"radius\": r}, [[x, y], r] or \"x,y r\")".to_string()
         }
@@ -176,19 +174,14 @@ pub fn value_from_json(data_type: &DataType, json: &Json, path: &str) -> Result<
             }
             Ok(Value::Int(int))
         }
-        DataType::Float | DataType::Double => {
-            json.as_f64().map(Value::Double).ok_or_else(fail)
-        }
+        DataType::Float | DataType::Double => json.as_f64().map(Value::Double).ok_or_else(fail),
         DataType::String => json
             .as_str()
             .map(|s| Value::String(s.to_string()))
             .ok_or_else(fail),
         DataType::Binary => {
             let text = json.as_str().ok_or_else(fail)?;
-            BASE64
-                .decode(text)
-                .map(Value::Binary)
-                .map_err(|_| fail())
+            BASE64.decode(text).map(Value::Binary).map_err(|_| fail())
         }
         DataType::Date => {
             let text = json.as_str().ok_or_else(fail)?;
@@ -303,7 +296,9 @@ fn point_of_text(text: &str) -> Option<(f64, f64)> {
 
 fn rectangle_of(json: &Json) -> Option<((f64, f64), (f64, f64))> {
     match json {
-        Json::Array(items) if items.len() == 2 => Some((point_of(&items[0])?, point_of(&items[1])?)),
+        Json::Array(items) if items.len() == 2 => {
+            Some((point_of(&items[0])?, point_of(&items[1])?))
+        }
         Json::String(text) => {
             let mut corners = text.split_whitespace();
             let a = point_of_text(corners.next()?)?;
@@ -399,9 +394,7 @@ pub fn json_of(data_type: &DataType, value: &Value) -> Json {
         Value::Duration(ms) => Json::String(temporal::format_duration(*ms)),
         Value::Uuid(u) => Json::String(format_uuid(u)),
         Value::Point { x, y } => point(*x, *y),
-        Value::Rectangle { x1, y1, x2, y2 } => {
-            Json::Array(vec![point(*x1, *y1), point(*x2, *y2)])
-        }
+        Value::Rectangle { x1, y1, x2, y2 } => Json::Array(vec![point(*x1, *y1), point(*x2, *y2)]),
         Value::Circle { x, y, radius } => {
             let mut object = Map::new();
             object.insert("center".into(), point(*x, *y));
@@ -484,7 +477,11 @@ mod tests {
 
     #[test]
     fn all_point_forms_agree() {
-        for form in [json!([1.5, -2.0]), json!({"x": 1.5, "y": -2.0}), json!("1.5,-2")] {
+        for form in [
+            json!([1.5, -2.0]),
+            json!({"x": 1.5, "y": -2.0}),
+            json!("1.5,-2"),
+        ] {
             assert_eq!(
                 value_from_json(&DataType::Point, &form, "p").unwrap(),
                 Value::Point { x: 1.5, y: -2.0 }
@@ -516,13 +513,19 @@ mod tests {
         assert!(e.contains("`small`") && e.contains("[-128, 127]"), "{e}");
         let e = case(json!({"user_since": "yesterday"}));
         assert!(e.contains("`user_since`") && e.contains("datetime"), "{e}");
-        let e = case(json!({"employment": [{"organization_name": "x", "start_date": "2010-13-40"}]}));
-        assert!(e.contains("`employment[0].start_date`") && e.contains("date"), "{e}");
+        let e =
+            case(json!({"employment": [{"organization_name": "x", "start_date": "2010-13-40"}]}));
+        assert!(
+            e.contains("`employment[0].start_date`") && e.contains("date"),
+            "{e}"
+        );
         let e = case(json!({"friend_ids": [1, 2.5]}));
         assert!(e.contains("`friend_ids[1]`"), "{e}");
         let e = case(json!({"location": [1.0]}));
         assert!(e.contains("`location`") && e.contains("point"), "{e}");
-        let e = record_from_json_text(&rt, "{\"id\": 1,").unwrap_err().to_string();
+        let e = record_from_json_text(&rt, "{\"id\": 1,")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("malformed JSON"), "{e}");
         let e = record_from_json(&rt, &json!([1])).unwrap_err().to_string();
         assert!(e.contains("not a JSON object"), "{e}");
@@ -545,12 +548,27 @@ mod tests {
         let rect = value_from_json(&DataType::Rectangle, &json!("3,4 1,2"), "r").unwrap();
         assert_eq!(
             rect,
-            Value::Rectangle { x1: 1.0, y1: 2.0, x2: 3.0, y2: 4.0 }
+            Value::Rectangle {
+                x1: 1.0,
+                y1: 2.0,
+                x2: 3.0,
+                y2: 4.0
+            }
         );
         let circle = value_from_json(&DataType::Circle, &json!("1,2 0.5"), "c").unwrap();
-        assert_eq!(circle, Value::Circle { x: 1.0, y: 2.0, radius: 0.5 });
+        assert_eq!(
+            circle,
+            Value::Circle {
+                x: 1.0,
+                y: 2.0,
+                radius: 0.5
+            }
+        );
         let back = json_of(&DataType::Circle, &circle);
-        assert_eq!(value_from_json(&DataType::Circle, &back, "c").unwrap(), circle);
+        assert_eq!(
+            value_from_json(&DataType::Circle, &back, "c").unwrap(),
+            circle
+        );
         let id = "123e4567-e89b-12d3-a456-426614174000";
         let uuid = value_from_json(&DataType::Uuid, &json!(id), "u").unwrap();
         assert_eq!(json_of(&DataType::Uuid, &uuid), json!(id));

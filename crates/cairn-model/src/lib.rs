@@ -8,6 +8,7 @@ pub mod error;
 pub mod json;
 pub mod temporal;
 pub mod types;
+pub mod validate;
 pub mod value;
 
 pub use error::{ModelError, Result};

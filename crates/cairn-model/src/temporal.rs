@@ -124,6 +124,9 @@ mod tests {
         assert_eq!(parse_duration("-PT1S"), Some(-1000));
         assert_eq!(parse_duration("P1Y"), None);
         assert_eq!(parse_duration("P"), None);
-        assert_eq!(parse_duration(&format_duration(93_784_500)), Some(93_784_500));
+        assert_eq!(
+            parse_duration(&format_duration(93_784_500)),
+            Some(93_784_500)
+        );
     }
 }

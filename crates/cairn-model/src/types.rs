@@ -237,8 +237,7 @@ impl DatasetType {
             if field.optional {
                 return Err(ModelError::InvalidKey {
                     field: name.clone(),
-                    message: "is declared optional (`?`); key fields must be required"
-                        .to_string(),
+                    message: "is declared optional (`?`); key fields must be required".to_string(),
                 });
             }
             if !field.data_type.is_key_type() {

@@ -82,7 +82,11 @@ impl Record {
 
     pub fn approximate_size(&self) -> usize {
         std::mem::size_of::<Record>()
-            + self.values.iter().map(Value::approximate_size).sum::<usize>()
+            + self
+                .values
+                .iter()
+                .map(Value::approximate_size)
+                .sum::<usize>()
             + self.extra.as_ref().map_or(0, String::len)
     }
 
@@ -98,12 +102,12 @@ impl Record {
                     field: name.clone(),
                     declared: dataset.record.fields[index].data_type.to_string(),
                 })?;
-            parts.push(KeyValue::from_value(value).ok_or_else(|| {
-                ModelError::InvalidKey {
+            parts.push(
+                KeyValue::from_value(value).ok_or_else(|| ModelError::InvalidKey {
                     field: name.clone(),
                     message: format!("value {value:?} cannot be a key"),
-                }
-            })?);
+                })?,
+            );
         }
         Ok(Key(parts))
     }
@@ -248,7 +252,11 @@ mod tests {
         assert_eq!(Key::int(1).partition(4), Key::int(1).partition(4));
         let spread: std::collections::HashSet<u32> =
             (0..64).map(|i| Key::int(i).partition(4)).collect();
-        assert_eq!(spread.len(), 4, "consecutive keys must spread over partitions");
+        assert_eq!(
+            spread.len(),
+            4,
+            "consecutive keys must spread over partitions"
+        );
         assert_eq!(Key::int(42).partition_hash(), 0xb2b2_a5c4_60cc_ab5e_u64);
     }
 

@@ -1,1 +1,43 @@
-//! x
+//! Cairn's storage engine (ARCHITECTURE §5): datasets hash-partitioned on the primary key, each
+//! partition a columnar LSM tree — a write-ahead log with group commit, a memory component,
+//! immutable Parquet components with deletion vectors, size-tiered merges — with crash
+//! recovery, point/range/full-scan reads and bulk load.
+//!
+//! ```
+//! use cairn_model::{DataType, DatasetType, Field, Key, RecordType};
+//! use cairn_model::json::record_from_json_text;
+//! use cairn_storage::{Storage, StorageOptions};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let storage = Storage::open(dir.path(), StorageOptions::default()).unwrap();
+//! let record_type = RecordType::new(vec![Field::new("id", DataType::Int64)], true).unwrap();
+//! let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+//! storage.create_dataset("users", dataset_type, None).unwrap();
+//! let record = record_from_json_text(&record_type, r#"{"id": 1, "name": "Ann"}"#).unwrap();
+//! storage.insert("users", record.clone()).unwrap();
+//! assert_eq!(storage.get("users", &Key::int(1)).unwrap(), Some(record));
+//! ```
+
+pub mod bulk_load;
+pub mod cache;
+pub mod component;
+pub mod dataset;
+pub mod deletion;
+pub mod error;
+pub mod flush;
+pub mod manifest;
+pub mod merge;
+pub mod options;
+pub mod partition;
+pub mod scan;
+pub mod shape;
+pub mod storage;
+pub mod wal;
+pub mod wal_format;
+
+pub use bulk_load::{InputFormat, LoadReport};
+pub use dataset::{WriteOp, WriteReceipt};
+pub use error::{Result, StorageError};
+pub use options::{Durability, StorageOptions};
+pub use scan::{ColumnRange, PartitionScan, ScanRequest, collect_parallel};
+pub use storage::{DatasetStats, Storage};

@@ -1,0 +1,558 @@
+//! Disk components: immutable Parquet files of one partition's records sorted by primary key.
+//!
+//! Layout of a component file (`p<partition>/c<id>.parquet`): the dataset's Arrow schema
+//! (cairn-model's mapping), rows sorted by key, row groups of `row_group_rows` rows, LZ4 pages,
+//! dictionary encoding, page-level statistics (column and offset indexes), a bloom filter on the
+//! first key column, and the sort order recorded in the footer. The file never changes after it
+//! is written; which of its rows are still live is said by its deletion vector.
+
+use crate::cache::ByteLru;
+use crate::error::{Result, StorageError};
+use crate::shape::DatasetShape;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use bytes::Bytes;
+use cairn_model::arrow_mapping::{record_at, records_to_batch, value_at};
+use cairn_model::{Key, KeyValue, Record};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::basic::Compression;
+use parquet::bloom_filter::Sbbf;
+use parquet::file::metadata::{PageIndexPolicy, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, ReaderProperties, WriterProperties};
+use parquet::file::reader::{ChunkReader, FileReader, Length};
+use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+use parquet::schema::types::ColumnPath;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Identifies a cached item of one component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CacheKey {
+    pub dataset_id: u64,
+    pub component_id: u64,
+    pub row_group: u32,
+    pub kind: CachedKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CachedKind {
+    Metadata,
+    KeyColumns,
+    AllColumns,
+}
+
+/// The caches every component of an instance reads through.
+pub struct ReadCaches {
+    pub metadata: ByteLru<CacheKey, ArrowReaderMetadata>,
+    pub row_groups: ByteLru<CacheKey, Vec<ArrayRef>>,
+    /// Bytes read from component files, for benchmarks and metrics.
+    pub bytes_read: AtomicU64,
+}
+
+impl ReadCaches {
+    pub fn new(metadata_bytes: usize, row_group_bytes: usize) -> Self {
+        ReadCaches {
+            metadata: ByteLru::new(metadata_bytes),
+            row_groups: ByteLru::new(row_group_bytes),
+            bytes_read: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A component file read with positional reads (safe to share across threads), counting bytes.
+#[derive(Clone)]
+struct ComponentFile {
+    file: Arc<File>,
+    len: u64,
+    caches: Arc<ReadCaches>,
+}
+
+impl Length for ComponentFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct PositionalRead {
+    source: ComponentFile,
+    position: u64,
+}
+
+impl Read for PositionalRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.source.file.read_at(buf, self.position)?;
+        self.position += n as u64;
+        self.source
+            .caches
+            .bytes_read
+            .fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl ChunkReader for ComponentFile {
+    type T = PositionalRead;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<PositionalRead> {
+        Ok(PositionalRead {
+            source: self.clone(),
+            position: start,
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let mut buffer = vec![0u8; length];
+        self.file.read_exact_at(&mut buffer, start)?;
+        self.caches
+            .bytes_read
+            .fetch_add(length as u64, Ordering::Relaxed);
+        Ok(buffer.into())
+    }
+}
+
+fn parquet_error(path: &Path, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Parquet {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Writes `records` (sorted by key, unique keys) as a component file at `path`, fsynced.
+/// Returns the file's size in bytes.
+pub fn write_component(
+    path: &Path,
+    shape: &DatasetShape,
+    records: &[&Record],
+    row_group_rows: usize,
+) -> Result<u64> {
+    let batches = records.chunks(row_group_rows.max(1)).map(|chunk| {
+        records_to_batch(&shape.schema, &shape.dataset_type.record, chunk).map_err(|e| {
+            StorageError::InvalidDefinition {
+                dataset: shape.name.clone(),
+                message: format!("record does not fit the dataset's Arrow schema: {e}"),
+            }
+        })
+    });
+    write_component_batches(path, shape, batches, records.len(), row_group_rows)
+}
+
+/// Writes batches (together sorted by key, unique keys) as a component file, fsynced.
+pub fn write_component_batches(
+    path: &Path,
+    shape: &DatasetShape,
+    batches: impl Iterator<Item = Result<RecordBatch>>,
+    total_rows: usize,
+    row_group_rows: usize,
+) -> Result<u64> {
+    let file = File::create(path).map_err(|e| StorageError::io(path, e))?;
+    let key_name = &shape.dataset_type.primary_key[0];
+    let key_path = ColumnPath::from(key_name.as_str());
+    let sorting: Vec<SortingColumn> = shape
+        .key_column_indices
+        .iter()
+        .map(|&i| SortingColumn {
+            column_idx: i as i32,
+            descending: false,
+            nulls_first: false,
+        })
+        .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::LZ4_RAW)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .set_data_page_row_count_limit(4096)
+        .set_column_bloom_filter_enabled(key_path.clone(), true)
+        .set_column_bloom_filter_fpp(key_path.clone(), 0.01)
+        .set_column_bloom_filter_max_ndv(key_path, row_group_rows.min(total_rows).max(1) as u64)
+        .set_sorting_columns(Some(sorting))
+        .build();
+    let mut writer = ArrowWriter::try_new(file, shape.schema.clone(), Some(props))
+        .map_err(|e| parquet_error(path, e))?;
+    for batch in batches {
+        writer.write(&batch?).map_err(|e| parquet_error(path, e))?;
+    }
+    let file = writer.into_inner().map_err(|e| parquet_error(path, e))?;
+    file.sync_all().map_err(|e| StorageError::io(path, e))?;
+    let bytes = file
+        .metadata()
+        .map_err(|e| StorageError::io(path, e))?
+        .len();
+    Ok(bytes)
+}
+
+/// Key range and bloom filter of one row group, kept resident for point reads.
+struct RowGroupFence {
+    first_row: u64,
+    rows: u64,
+    min_key: Key,
+    max_key: Key,
+    bloom: Option<Sbbf>,
+}
+
+/// An open disk component.
+pub struct DiskComponent {
+    pub id: u64,
+    pub path: PathBuf,
+    pub rows: u64,
+    pub bytes: u64,
+    shape: Arc<DatasetShape>,
+    file: ComponentFile,
+    fences: Vec<RowGroupFence>,
+    /// Set when a merge replaced this component: the file is deleted when the last reader
+    /// drops its handle.
+    obsolete: AtomicBool,
+}
+
+impl DiskComponent {
+    /// Opens a component file, reading its footer, page index, key fences and bloom filters.
+    /// A file that is not a readable component is reported as corrupt, naming the file.
+    pub fn open(
+        id: u64,
+        path: PathBuf,
+        shape: Arc<DatasetShape>,
+        caches: Arc<ReadCaches>,
+    ) -> Result<DiskComponent> {
+        let handle = File::open(&path).map_err(|e| StorageError::io(&path, e))?;
+        let len = handle
+            .metadata()
+            .map_err(|e| StorageError::io(&path, e))?
+            .len();
+        let file = ComponentFile {
+            file: Arc::new(handle),
+            len,
+            caches,
+        };
+        let corrupt = |e: &dyn std::fmt::Display| StorageError::corrupt(&path, e.to_string());
+        let options = ReadOptionsBuilder::new()
+            .with_reader_properties(
+                ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        let reader = SerializedFileReader::new_with_options(file.clone(), options)
+            .map_err(|e| corrupt(&e))?;
+        let metadata = reader.metadata();
+        let file_schema = metadata.file_metadata().schema_descr();
+        let key_name = &shape.dataset_type.primary_key[0];
+        let bloom_column = (0..file_schema.num_columns())
+            .find(|&i| file_schema.column(i).path().string() == *key_name);
+        let reader_metadata = ArrowReaderMetadata::load(
+            &file,
+            ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
+        )
+        .map_err(|e| corrupt(&e))?;
+        if reader_metadata.schema().fields() != shape.schema.fields() {
+            return Err(StorageError::corrupt(
+                &path,
+                "schema does not match the dataset's type",
+            ));
+        }
+        let mut fences = Vec::with_capacity(metadata.num_row_groups());
+        let mut first_row = 0u64;
+        let mut component = DiskComponent {
+            id,
+            path: path.clone(),
+            rows: 0,
+            bytes: len,
+            shape,
+            file,
+            fences: Vec::new(),
+            obsolete: AtomicBool::new(false),
+        };
+        for rg in 0..metadata.num_row_groups() {
+            let rows = metadata.row_group(rg).num_rows() as u64;
+            let bloom = match bloom_column {
+                Some(col) => reader
+                    .get_row_group(rg)
+                    .map_err(|e| corrupt(&e))?
+                    .get_column_bloom_filter(col)
+                    .cloned(),
+                None => None,
+            };
+            let keys = component.read_columns(&reader_metadata, rg, true)?;
+            if keys.is_empty() || keys[0].len() as u64 != rows || rows == 0 {
+                return Err(StorageError::corrupt(
+                    &path,
+                    format!("row group {rg} is empty"),
+                ));
+            }
+            let min_key = key_at(&component.shape, &keys, 0);
+            let max_key = key_at(&component.shape, &keys, rows as usize - 1);
+            fences.push(RowGroupFence {
+                first_row,
+                rows,
+                min_key,
+                max_key,
+                bloom,
+            });
+            first_row += rows;
+        }
+        for pair in fences.windows(2) {
+            if pair[0].max_key >= pair[1].min_key {
+                return Err(StorageError::corrupt(&path, "rows are not sorted by key"));
+            }
+        }
+        component.rows = first_row;
+        component.fences = fences;
+        let bytes = reader_metadata.metadata().memory_size();
+        let key = component.cache_key(0, CachedKind::Metadata);
+        component
+            .file
+            .caches
+            .metadata
+            .insert(key, Arc::new(reader_metadata), bytes);
+        Ok(component)
+    }
+
+    fn cache_key(&self, row_group: u32, kind: CachedKind) -> CacheKey {
+        CacheKey {
+            dataset_id: self.shape.id,
+            component_id: self.id,
+            row_group,
+            kind,
+        }
+    }
+
+    fn metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
+        let key = self.cache_key(0, CachedKind::Metadata);
+        self.file.caches.metadata.get_or_try_insert(&key, || {
+            let metadata = ArrowReaderMetadata::load(
+                &self.file,
+                ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
+            )
+            .map_err(|e| StorageError::corrupt(&self.path, e.to_string()))?;
+            let bytes = metadata.metadata().memory_size();
+            Ok((metadata, bytes))
+        })
+    }
+
+    /// Decodes one row group: the key columns only, or every column.
+    fn read_columns(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        row_group: usize,
+        keys_only: bool,
+    ) -> Result<Vec<ArrayRef>> {
+        let mask = if keys_only {
+            ProjectionMask::roots(
+                metadata.parquet_schema(),
+                self.shape.key_column_indices.iter().copied(),
+            )
+        } else {
+            ProjectionMask::all()
+        };
+        let batches = self.read_batches(metadata, vec![row_group], mask, None)?;
+        concat_columns(&batches, &self.path)
+    }
+
+    fn read_batches(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        row_groups: Vec<usize>,
+        mask: ProjectionMask,
+        batch_rows: Option<usize>,
+    ) -> Result<Vec<RecordBatch>> {
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(self.file.clone(), metadata.clone())
+                .with_row_groups(row_groups)
+                .with_projection(mask)
+                .with_batch_size(batch_rows.unwrap_or(self.max_row_group_rows()))
+                .build()
+                .map_err(|e| parquet_error(&self.path, e))?;
+        reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| parquet_error(&self.path, e))
+    }
+
+    fn max_row_group_rows(&self) -> usize {
+        self.fences
+            .iter()
+            .map(|f| f.rows as usize)
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// Columns of one row group through the decoded row-group cache.
+    fn cached_columns(&self, row_group: usize, keys_only: bool) -> Result<Arc<Vec<ArrayRef>>> {
+        let kind = if keys_only {
+            CachedKind::KeyColumns
+        } else {
+            CachedKind::AllColumns
+        };
+        let key = self.cache_key(row_group as u32, kind);
+        self.file.caches.row_groups.get_or_try_insert(&key, || {
+            let metadata = self.metadata()?;
+            let columns = self.read_columns(&metadata, row_group, keys_only)?;
+            let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
+            Ok((columns, bytes))
+        })
+    }
+
+    /// Finds the row holding `key`, if any (deleted or not: the caller checks the deletion
+    /// vector). Cut short by key fences and the row group's bloom filter.
+    pub fn find(&self, key: &Key) -> Result<Option<u64>> {
+        let index = self.fences.partition_point(|f| f.max_key < *key);
+        let Some(fence) = self.fences.get(index) else {
+            return Ok(None);
+        };
+        if *key < fence.min_key || !bloom_may_contain(fence.bloom.as_ref(), &self.shape, key) {
+            return Ok(None);
+        }
+        let columns = self.cached_columns(index, true)?;
+        Ok(search_sorted(&self.shape, &columns, key).map(|row| fence.first_row + row as u64))
+    }
+
+    /// The record at a row of this component.
+    pub fn fetch(&self, row: u64) -> Result<Record> {
+        let index = self.fences.partition_point(|f| f.first_row + f.rows <= row);
+        let fence = self
+            .fences
+            .get(index)
+            .ok_or_else(|| StorageError::corrupt(&self.path, format!("no row {row}")))?;
+        let columns = self.cached_columns(index, false)?;
+        Ok(record_at(
+            &self.shape.dataset_type.record,
+            &columns,
+            (row - fence.first_row) as usize,
+        ))
+    }
+
+    /// Row groups whose key range intersects [lo, hi] (inclusive bounds, `None` = open).
+    pub fn row_groups_in_range(&self, lo: Option<&Key>, hi: Option<&Key>) -> Vec<usize> {
+        (0..self.fences.len())
+            .filter(|&i| {
+                let f = &self.fences[i];
+                lo.is_none_or(|lo| f.max_key >= *lo) && hi.is_none_or(|hi| f.min_key <= *hi)
+            })
+            .collect()
+    }
+
+    /// First row number and row count of each row group.
+    pub fn row_group_spans(&self) -> Vec<(u64, u64)> {
+        self.fences.iter().map(|f| (f.first_row, f.rows)).collect()
+    }
+
+    /// Every column of a row group, through the cache (point and range reads).
+    pub fn row_group_columns(&self, row_group: usize) -> Result<Arc<Vec<ArrayRef>>> {
+        self.cached_columns(row_group, false)
+    }
+
+    /// Reads row groups with a projection, bypassing the cache (full scans).
+    pub fn scan_row_group(
+        &self,
+        row_group: usize,
+        projection: Option<&[usize]>,
+    ) -> Result<Vec<RecordBatch>> {
+        let metadata = self.metadata()?;
+        let mask = match projection {
+            Some(columns) => {
+                ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())
+            }
+            None => ProjectionMask::all(),
+        };
+        self.read_batches(&metadata, vec![row_group], mask, Some(8192))
+    }
+
+    pub fn reader_metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
+        self.metadata()
+    }
+
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for DiskComponent {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            let id = (self.shape.id, self.id);
+            self.file
+                .caches
+                .row_groups
+                .remove_where(|k| (k.dataset_id, k.component_id) == id);
+            self.file
+                .caches
+                .metadata
+                .remove_where(|k| (k.dataset_id, k.component_id) == id);
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not delete merged component");
+            }
+        }
+    }
+}
+
+fn concat_columns(batches: &[RecordBatch], path: &Path) -> Result<Vec<ArrayRef>> {
+    match batches {
+        [] => Err(StorageError::corrupt(path, "row group has no rows")),
+        [one] => Ok(one.columns().to_vec()),
+        many => {
+            let schema = many[0].schema();
+            let batch = arrow::compute::concat_batches(&schema, many)
+                .map_err(|e| parquet_error(path, e))?;
+            Ok(batch.columns().to_vec())
+        }
+    }
+}
+
+/// The key of row `row` given the key columns (in key order).
+pub fn key_at(shape: &DatasetShape, key_columns: &[ArrayRef], row: usize) -> Key {
+    Key(shape
+        .key_types
+        .iter()
+        .zip(key_columns)
+        .map(|(data_type, column)| {
+            KeyValue::from_value(&value_at(data_type, column.as_ref(), row))
+                .unwrap_or(KeyValue::Int(i64::MIN))
+        })
+        .collect())
+}
+
+/// Binary search for `key` in sorted key columns.
+pub fn search_sorted(shape: &DatasetShape, key_columns: &[ArrayRef], key: &Key) -> Option<usize> {
+    // Fast path for the common single int64 key: search the raw values.
+    if let ([KeyValue::Int(wanted)], [column]) = (key.0.as_slice(), key_columns)
+        && let Some(ints) = column.as_primitive_opt::<Int64Type>()
+    {
+        return ints.values().binary_search(wanted).ok();
+    }
+    let rows = key_columns.first().map_or(0, |c| c.len());
+    let (mut lo, mut hi) = (0usize, rows);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match key_at(shape, key_columns, mid).cmp(key) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
+/// Whether the bloom filter (over the first key column's Parquet physical values) may hold
+/// `key`. No filter, or a type without a matching physical form, means "maybe".
+fn bloom_may_contain(bloom: Option<&Sbbf>, shape: &DatasetShape, key: &Key) -> bool {
+    use cairn_model::DataType;
+    let Some(bloom) = bloom else { return true };
+    match (&key.0[0], &shape.key_types[0]) {
+        (KeyValue::Int(v), DataType::Int64 | DataType::DateTime | DataType::Duration) => {
+            bloom.check(v)
+        }
+        (
+            KeyValue::Int(v),
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Date | DataType::Time,
+        ) => bloom.check(&(*v as i32)),
+        (KeyValue::Str(s), _) => bloom.check(s.as_str()),
+        (KeyValue::Bytes(b), _) => bloom.check(b.as_slice()),
+        _ => true,
+    }
+}

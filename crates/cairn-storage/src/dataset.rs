@@ -1,0 +1,611 @@
+//! A dataset: its partitions, the all-or-nothing write path, point and range reads, and the
+//! persistence of its manifest.
+
+use crate::component::{DiskComponent, ReadCaches};
+use crate::deletion::{read_deletions, write_deletions};
+use crate::error::{Result, StorageError};
+use crate::manifest::{ComponentEntry, Manifest, PartitionManifest, manifest_path, write_manifest};
+use crate::options::StorageOptions;
+use crate::partition::{ComponentRef, Found, PartitionState, Slot};
+use crate::shape::DatasetShape;
+use crate::wal::Wal;
+use crate::wal_format::{LoggedOp, encode_body};
+use cairn_model::binary::encode_record;
+use cairn_model::validate::canonicalize_record;
+use cairn_model::{Key, Record};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One write in a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteOp {
+    /// Fails the batch if the key already exists.
+    Insert(Record),
+    /// Inserts or replaces.
+    Upsert(Record),
+    /// Deletes the key if it exists.
+    Delete(Key),
+}
+
+/// What a committed batch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteReceipt {
+    pub lsn: u64,
+    /// Deletes that found no record.
+    pub deletes_missed: usize,
+}
+
+pub struct Partition {
+    pub state: RwLock<PartitionState>,
+    /// Serializes flushes of this partition so frozen memtables reach disk in order.
+    pub flush_lock: Mutex<()>,
+}
+
+pub struct Dataset {
+    pub shape: Arc<DatasetShape>,
+    pub dir: PathBuf,
+    pub partitions: Vec<Partition>,
+    next_component_id: AtomicU64,
+    /// Serializes manifest replacement.
+    manifest_lock: Mutex<()>,
+    pub(crate) caches: Arc<ReadCaches>,
+}
+
+pub fn partition_dir(dataset_dir: &Path, partition: usize) -> PathBuf {
+    dataset_dir.join(format!("p{partition}"))
+}
+
+impl Dataset {
+    /// Builds the in-memory dataset for a manifest, opening its components and deletion
+    /// vectors.
+    pub fn from_manifest(
+        dir: PathBuf,
+        manifest: &Manifest,
+        caches: Arc<ReadCaches>,
+    ) -> Result<Dataset> {
+        let shape = Arc::new(DatasetShape::new(
+            manifest.dataset_id,
+            &manifest.name,
+            manifest.dataset_type.clone(),
+            manifest.partition_count,
+        ));
+        let mut partitions = Vec::with_capacity(manifest.partitions.len());
+        for partition in &manifest.partitions {
+            let mut state = PartitionState {
+                flushed_lsn: partition.flushed_lsn,
+                last_lsn: partition.flushed_lsn,
+                ..Default::default()
+            };
+            for entry in &partition.components {
+                let component = DiskComponent::open(
+                    entry.id,
+                    dir.join(&entry.file),
+                    shape.clone(),
+                    caches.clone(),
+                )?;
+                if component.rows != entry.rows {
+                    return Err(StorageError::corrupt(
+                        &component.path,
+                        format!("has {} rows, manifest says {}", component.rows, entry.rows),
+                    ));
+                }
+                let mut slot = Slot::new(ComponentRef::Disk(Arc::new(component)));
+                if let Some(file) = &entry.deletions {
+                    slot.deleted = Arc::new(read_deletions(&dir.join(file))?);
+                    slot.deletions_file = Some(file.clone());
+                    // Continue the generation count so a new file never overwrites this one.
+                    let generation = file
+                        .rsplit_once(".dv")
+                        .and_then(|(_, g)| g.parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            StorageError::corrupt(
+                                manifest_path(&dir),
+                                format!("bad deletion file name {file}"),
+                            )
+                        })?;
+                    slot.deletions_version = generation;
+                    slot.persisted_version = generation;
+                }
+                state.slots.push(slot);
+            }
+            partitions.push(Partition {
+                state: RwLock::new(state),
+                flush_lock: Mutex::new(()),
+            });
+        }
+        Ok(Dataset {
+            shape,
+            dir,
+            partitions,
+            next_component_id: AtomicU64::new(manifest.next_component_id),
+            manifest_lock: Mutex::new(()),
+            caches,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shape.name
+    }
+
+    pub fn allocate_component_id(&self) -> u64 {
+        self.next_component_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn component_relative_path(partition: usize, id: u64) -> String {
+        format!("p{partition}/c{id}.parquet")
+    }
+
+    fn invalid(&self, position: usize, source: cairn_model::ModelError) -> StorageError {
+        StorageError::InvalidRecord {
+            dataset: self.shape.name.clone(),
+            position,
+            source,
+        }
+    }
+
+    /// Validates, logs and applies a batch atomically: either every op is applied or none is.
+    /// Returns after the batch is as durable as the instance's durability setting promises.
+    pub fn write(
+        &self,
+        wal: &Wal,
+        options: &StorageOptions,
+        ops: Vec<WriteOp>,
+    ) -> Result<WriteReceipt> {
+        // 1. Validate every op and work out its key and partition, touching no shared state.
+        let mut prepared: Vec<(u32, Key, LoggedOp)> = Vec::with_capacity(ops.len());
+        let mut scratch = Vec::new();
+        for (position, op) in ops.into_iter().enumerate() {
+            let (key, logged) = match op {
+                WriteOp::Insert(mut record) => {
+                    let key = self.check_record(&mut record, position, options, &mut scratch)?;
+                    (key, LoggedOp::Insert(record))
+                }
+                WriteOp::Upsert(mut record) => {
+                    let key = self.check_record(&mut record, position, options, &mut scratch)?;
+                    (key, LoggedOp::Upsert(record))
+                }
+                WriteOp::Delete(key) => {
+                    self.check_key(&key, position)?;
+                    (key.clone(), LoggedOp::Delete(key))
+                }
+            };
+            prepared.push((key.partition(self.shape.partition_count), key, logged));
+        }
+        if prepared.is_empty() {
+            return Ok(WriteReceipt {
+                lsn: wal.next_lsn().saturating_sub(1),
+                deletes_missed: 0,
+            });
+        }
+        let body = encode_body(
+            &prepared
+                .iter()
+                .map(|(p, _, op)| (*p, op))
+                .collect::<Vec<_>>(),
+        );
+        if crate::wal_format::frame_len(body.len()) > options.wal_frame_max_bytes {
+            return Err(StorageError::LimitExceeded {
+                what: format!("write batch of {} records", prepared.len()),
+                actual: crate::wal_format::frame_len(body.len()),
+                limit: options.wal_frame_max_bytes,
+                setting: "wal_frame_max_bytes (use bulk load for large inputs)",
+            });
+        }
+
+        // 2. Lock the partitions involved, in index order so concurrent batches cannot deadlock.
+        let mut involved: Vec<usize> = prepared.iter().map(|(p, _, _)| *p as usize).collect();
+        involved.sort_unstable();
+        involved.dedup();
+        let mut guards: HashMap<usize, RwLockWriteGuard<'_, PartitionState>> = involved
+            .iter()
+            .map(|&p| (p, self.partitions[p].state.write()))
+            .collect();
+
+        // 3. Check INSERTs against current state plus the batch's own earlier ops.
+        let mut overlay: HashMap<&Key, bool> = HashMap::new();
+        for (position, (partition, key, op)) in prepared.iter().enumerate() {
+            let exists_after = !matches!(op, LoggedOp::Delete(_));
+            if matches!(op, LoggedOp::Insert(_)) {
+                let exists = match overlay.get(key) {
+                    Some(&exists) => exists,
+                    None => guards[&(*partition as usize)].locate(key)?.is_some(),
+                };
+                if exists {
+                    return Err(StorageError::DuplicateKey {
+                        dataset: self.shape.name.clone(),
+                        position,
+                        key: key.to_string(),
+                    });
+                }
+            }
+            overlay.insert(key, exists_after);
+        }
+        drop(overlay);
+
+        // 4. Log, then apply. Applying cannot fail for a validated op except by I/O while
+        //    locating a key; the log order equals the apply order for every key.
+        let lsn = wal.append(self.shape.id, &body)?;
+        let mut deletes_missed = 0;
+        for (partition, key, op) in prepared {
+            let state = guards
+                .get_mut(&(partition as usize))
+                .ok_or(StorageError::Closed)?;
+            match op {
+                LoggedOp::Insert(record) | LoggedOp::Upsert(record) => {
+                    state.put(key, Arc::new(record), lsn)?
+                }
+                LoggedOp::Delete(_) => {
+                    if !state.delete(&key, lsn)? {
+                        deletes_missed += 1;
+                    }
+                }
+            }
+        }
+        drop(guards);
+        wal.commit(lsn)?;
+        Ok(WriteReceipt {
+            lsn,
+            deletes_missed,
+        })
+    }
+
+    fn check_record(
+        &self,
+        record: &mut Record,
+        position: usize,
+        options: &StorageOptions,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Key> {
+        canonicalize_record(&self.shape.dataset_type.record, record, "")
+            .map_err(|e| self.invalid(position, e))?;
+        scratch.clear();
+        encode_record(scratch, record);
+        if scratch.len() > options.record_max_bytes {
+            return Err(StorageError::LimitExceeded {
+                what: format!(
+                    "record at batch position {position} of dataset `{}`",
+                    self.shape.name
+                ),
+                actual: scratch.len(),
+                limit: options.record_max_bytes,
+                setting: "record_max_bytes",
+            });
+        }
+        record
+            .key(&self.shape.dataset_type)
+            .map_err(|e| self.invalid(position, e))
+    }
+
+    fn check_key(&self, key: &Key, position: usize) -> Result<()> {
+        let expected = &self.shape.key_types;
+        let fits = key.0.len() == expected.len()
+            && key.0.iter().zip(expected).all(|(part, data_type)| {
+                KeyValueKind::of(part) == KeyValueKind::for_type(data_type)
+            });
+        if fits {
+            Ok(())
+        } else {
+            Err(self.invalid(
+                position,
+                cairn_model::ModelError::InvalidKey {
+                    field: self.shape.dataset_type.primary_key.join(", "),
+                    message: format!(
+                        "key {key} does not match the key type ({})",
+                        expected
+                            .iter()
+                            .map(|t| t.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                },
+            ))
+        }
+    }
+
+    /// Replays one logged op during recovery (the frame is known to be valid and committed).
+    pub fn replay(&self, lsn: u64, partition: u32, op: LoggedOp) -> Result<()> {
+        let Some(target) = self.partitions.get(partition as usize) else {
+            return Err(StorageError::corrupt(
+                &self.dir,
+                format!("WAL frame {lsn} names partition {partition}, which does not exist"),
+            ));
+        };
+        let mut state = target.state.write();
+        if lsn <= state.flushed_lsn {
+            return Ok(());
+        }
+        match op {
+            LoggedOp::Insert(record) | LoggedOp::Upsert(record) => {
+                let key = record
+                    .key(&self.shape.dataset_type)
+                    .map_err(|e| StorageError::corrupt(&self.dir, e.to_string()))?;
+                state.put(key, Arc::new(record), lsn)
+            }
+            LoggedOp::Delete(key) => state.delete(&key, lsn).map(|_| ()),
+        }
+    }
+
+    /// The current version of the record with `key`.
+    pub fn get(&self, key: &Key) -> Result<Option<Record>> {
+        if key.0.len() != self.shape.key_types.len() {
+            self.check_key(key, 0)?;
+        }
+        let partition = &self.partitions[key.partition(self.shape.partition_count) as usize];
+        let found = partition.state.read().lookup(key)?;
+        match found {
+            None => Ok(None),
+            Some(Found::Record(record)) => Ok(Some(record.as_ref().clone())),
+            Some(Found::Row(component, row)) => component.fetch(row).map(Some),
+        }
+    }
+
+    /// Records with keys in the range, in key order. Each partition seeks in its sorted
+    /// components (key fences select row groups); results are merged across partitions.
+    pub fn range(&self, lo: Bound<&Key>, hi: Bound<&Key>) -> Result<Vec<(Key, Record)>> {
+        let in_range = |key: &Key| {
+            (match lo {
+                Bound::Included(l) => key >= l,
+                Bound::Excluded(l) => key > l,
+                Bound::Unbounded => true,
+            }) && (match hi {
+                Bound::Included(h) => key <= h,
+                Bound::Excluded(h) => key < h,
+                Bound::Unbounded => true,
+            })
+        };
+        let lo_key = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let hi_key = match hi {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let mut out = Vec::new();
+        for partition in &self.partitions {
+            let (memory, slots) = {
+                let state = partition.state.read();
+                let memory: Vec<(Key, Arc<Record>)> = state
+                    .memtable
+                    .range::<Key, _>((lo, hi))
+                    .map(|(k, r)| (k.clone(), r.clone()))
+                    .collect();
+                let slots: Vec<(ComponentRef, Arc<roaring::RoaringTreemap>)> = state
+                    .slots
+                    .iter()
+                    .map(|s| (s.component.clone(), s.deleted.clone()))
+                    .collect();
+                (memory, slots)
+            };
+            out.extend(memory.into_iter().map(|(k, r)| (k, r.as_ref().clone())));
+            for (component, deleted) in slots {
+                match component {
+                    ComponentRef::Frozen(frozen) => {
+                        for (row, (key, record)) in frozen.rows.iter().enumerate() {
+                            if in_range(key) && !deleted.contains(row as u64) {
+                                out.push((key.clone(), record.as_ref().clone()));
+                            }
+                        }
+                    }
+                    ComponentRef::Disk(disk) => {
+                        let spans = disk.row_group_spans();
+                        for rg in disk.row_groups_in_range(lo_key, hi_key) {
+                            let columns = disk.row_group_columns(rg)?;
+                            let key_columns: Vec<_> = self
+                                .shape
+                                .key_column_indices
+                                .iter()
+                                .map(|&i| columns[i].clone())
+                                .collect();
+                            let (first_row, rows) = spans[rg];
+                            for i in 0..rows as usize {
+                                if deleted.contains(first_row + i as u64) {
+                                    continue;
+                                }
+                                let key = crate::component::key_at(&self.shape, &key_columns, i);
+                                if in_range(&key) {
+                                    let record = cairn_model::arrow_mapping::record_at(
+                                        &self.shape.dataset_type.record,
+                                        &columns,
+                                        i,
+                                    );
+                                    out.push((key, record));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Live records (rows in components not marked deleted, plus memory).
+    pub fn live_rows(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|p| p.state.read().live_rows())
+            .sum()
+    }
+
+    /// Replaces the manifest with the current state of every partition: disk components,
+    /// their deletion vectors (new generations written for changed ones), flushed LSNs.
+    pub fn persist_manifest(&self, wal: &Wal) -> Result<()> {
+        let serialize = self.manifest_lock.lock();
+        let captured: Vec<PartitionCapture> = self
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(index, p)| capture_partition(index, &p.state.read()))
+            .collect();
+        self.persist_captured(wal, captured, serialize)
+    }
+
+    /// Takes the manifest lock; hold it across capturing partition state (with
+    /// [`capture_partition`]) and [`Dataset::persist_captured`].
+    pub fn lock_manifest(&self) -> MutexGuard<'_, ()> {
+        self.manifest_lock.lock()
+    }
+
+    /// Writes a manifest from captured partition state.
+    ///
+    /// Crash safety depends on this order: (1) capture state; (2) fsync the WAL, so every
+    /// write whose deletion mark is captured can be replayed; (3) write deletion-vector files;
+    /// (4) atomically replace the manifest; (5) only then forget older deletion files. A
+    /// captured mark from a write newer than the flushed LSN is harmless: replaying that write
+    /// finds the row already retired and stores the new version in memory.
+    pub fn persist_captured(
+        &self,
+        wal: &Wal,
+        captured: Vec<PartitionCapture>,
+        _serialize: MutexGuard<'_, ()>,
+    ) -> Result<()> {
+        wal.sync_all()?;
+        for capture in &captured {
+            for (name, deleted) in &capture.deletion_files_to_write {
+                write_deletions(&self.dir.join(name), deleted)?;
+            }
+            if !capture.deletion_files_to_write.is_empty() {
+                crate::wal::sync_dir(&partition_dir(&self.dir, capture.index))?;
+            }
+        }
+        let manifest = Manifest {
+            dataset_id: self.shape.id,
+            name: self.shape.name.clone(),
+            dataset_type: self.shape.dataset_type.clone(),
+            partition_count: self.shape.partition_count,
+            next_component_id: self.next_component_id.load(Ordering::Relaxed),
+            partitions: captured.iter().map(|c| c.manifest.clone()).collect(),
+        };
+        write_manifest(&self.dir, &manifest)?;
+        for capture in captured {
+            let mut state = self.partitions[capture.index].state.write();
+            for done in &capture.persisted {
+                if let Some(index) = state.slot_index(done.component_id) {
+                    let slot = &mut state.slots[index];
+                    if slot.persisted_version < done.version {
+                        slot.persisted_version = done.version;
+                        slot.deletions_file = done.file.clone();
+                    }
+                }
+            }
+            drop(state);
+            for done in capture.persisted {
+                if let Some(old) = done.old_file
+                    && done.file.as_ref() != Some(&old)
+                {
+                    let _ = std::fs::remove_file(self.dir.join(old));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every file a manifest of this dataset may reference right now (for orphan cleanup).
+    pub fn referenced_files(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        for (index, partition) in self.partitions.iter().enumerate() {
+            for slot in &partition.state.read().slots {
+                files.push(Self::component_relative_path(index, slot.component.id()));
+                files.extend(slot.deletions_file.clone());
+            }
+        }
+        files
+    }
+}
+
+/// A deletion vector generation the manifest being written will name.
+struct PersistedDeletions {
+    component_id: u64,
+    version: u64,
+    file: Option<String>,
+    old_file: Option<String>,
+}
+
+/// One partition's part of a manifest, captured under its lock.
+pub struct PartitionCapture {
+    index: usize,
+    manifest: PartitionManifest,
+    deletion_files_to_write: Vec<(String, Arc<roaring::RoaringTreemap>)>,
+    persisted: Vec<PersistedDeletions>,
+}
+
+/// Captures what the manifest must say about partition `index` (disk components only: frozen
+/// memtables are still covered by the WAL).
+pub fn capture_partition(index: usize, state: &PartitionState) -> PartitionCapture {
+    let mut capture = PartitionCapture {
+        index,
+        manifest: PartitionManifest {
+            flushed_lsn: state.flushed_lsn,
+            components: Vec::new(),
+        },
+        deletion_files_to_write: Vec::new(),
+        persisted: Vec::new(),
+    };
+    for slot in &state.slots {
+        let ComponentRef::Disk(disk) = &slot.component else {
+            continue;
+        };
+        let changed = slot.deletions_version != slot.persisted_version;
+        let file = if !changed {
+            slot.deletions_file.clone()
+        } else if slot.deleted.is_empty() {
+            None
+        } else {
+            let name = format!("p{index}/c{}.dv{}", disk.id, slot.deletions_version);
+            capture
+                .deletion_files_to_write
+                .push((name.clone(), slot.deleted.clone()));
+            Some(name)
+        };
+        if changed {
+            capture.persisted.push(PersistedDeletions {
+                component_id: disk.id,
+                version: slot.deletions_version,
+                file: file.clone(),
+                old_file: slot.deletions_file.clone(),
+            });
+        }
+        capture.manifest.components.push(ComponentEntry {
+            id: disk.id,
+            file: Dataset::component_relative_path(index, disk.id),
+            rows: disk.rows,
+            bytes: disk.bytes,
+            deletions: file,
+            deleted_rows: slot.deleted.len(),
+        });
+    }
+    capture
+}
+
+/// Which [`cairn_model::KeyValue`] variant a key type uses.
+#[derive(PartialEq)]
+enum KeyValueKind {
+    Int,
+    Str,
+    Bytes,
+}
+
+impl KeyValueKind {
+    fn of(part: &cairn_model::KeyValue) -> Self {
+        match part {
+            cairn_model::KeyValue::Int(_) => KeyValueKind::Int,
+            cairn_model::KeyValue::Str(_) => KeyValueKind::Str,
+            cairn_model::KeyValue::Bytes(_) => KeyValueKind::Bytes,
+        }
+    }
+
+    fn for_type(data_type: &cairn_model::DataType) -> Self {
+        use cairn_model::DataType;
+        match data_type {
+            DataType::String => KeyValueKind::Str,
+            DataType::Binary | DataType::Uuid => KeyValueKind::Bytes,
+            _ => KeyValueKind::Int,
+        }
+    }
+}

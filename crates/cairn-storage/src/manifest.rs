@@ -1,0 +1,105 @@
+//! The per-dataset manifest: the dataset's definition, and per partition its live components,
+//! their deletion vectors and the flushed LSN. Replaced atomically by write-new-then-rename.
+//!
+//! File format (`MANIFEST` in the dataset directory): one header line
+//! `cairn-manifest 1 <crc32c of the body, 8 hex digits>`, then the body, a JSON document
+//! ([`Manifest`]). Readers reject a file whose checksum does not match.
+
+use crate::error::{Result, StorageError};
+use crate::wal::sync_dir;
+use cairn_model::DatasetType;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const MANIFEST_FILE: &str = "MANIFEST";
+const MANIFEST_TMP: &str = "MANIFEST.tmp";
+const HEADER_PREFIX: &str = "cairn-manifest 1 ";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub dataset_id: u64,
+    pub name: String,
+    pub dataset_type: DatasetType,
+    pub partition_count: u32,
+    pub next_component_id: u64,
+    pub partitions: Vec<PartitionManifest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct PartitionManifest {
+    /// Every WAL frame up to this LSN is reflected in the components listed.
+    pub flushed_lsn: u64,
+    /// Live components, newest first.
+    pub components: Vec<ComponentEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentEntry {
+    pub id: u64,
+    /// Path relative to the dataset directory.
+    pub file: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Deletion vector file relative to the dataset directory, if any row is deleted.
+    pub deletions: Option<String>,
+    pub deleted_rows: u64,
+}
+
+pub fn manifest_path(dataset_dir: &Path) -> PathBuf {
+    dataset_dir.join(MANIFEST_FILE)
+}
+
+/// Writes `manifest` to a temporary file, fsyncs it, renames it over `MANIFEST` and fsyncs the
+/// directory. A crash at any point leaves either the old or the new manifest, whole.
+pub fn write_manifest(dataset_dir: &Path, manifest: &Manifest) -> Result<()> {
+    let body =
+        serde_json::to_vec_pretty(manifest).map_err(|e| StorageError::InvalidDefinition {
+            dataset: manifest.name.clone(),
+            message: format!("cannot serialize manifest: {e}"),
+        })?;
+    let tmp = dataset_dir.join(MANIFEST_TMP);
+    let mut file = std::fs::File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
+    let header = format!("{HEADER_PREFIX}{:08x}\n", crc32c::crc32c(&body));
+    file.write_all(header.as_bytes())
+        .and_then(|_| file.write_all(&body))
+        .and_then(|_| file.sync_all())
+        .map_err(|e| StorageError::io(&tmp, e))?;
+    let target = manifest_path(dataset_dir);
+    std::fs::rename(&tmp, &target).map_err(|e| StorageError::io(&target, e))?;
+    sync_dir(dataset_dir)
+}
+
+/// Reads and checks a manifest; any damage is an error naming the file.
+pub fn read_manifest(dataset_dir: &Path) -> Result<Manifest> {
+    let path = manifest_path(dataset_dir);
+    let data = std::fs::read(&path).map_err(|e| StorageError::io(&path, e))?;
+    let newline = data
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| StorageError::corrupt(&path, "missing header line"))?;
+    let header = std::str::from_utf8(&data[..newline])
+        .ok()
+        .and_then(|h| h.strip_prefix(HEADER_PREFIX))
+        .ok_or_else(|| StorageError::corrupt(&path, "not a Cairn manifest (bad header)"))?;
+    let expected = u32::from_str_radix(header.trim(), 16)
+        .map_err(|_| StorageError::corrupt(&path, "bad checksum in header"))?;
+    let body = &data[newline + 1..];
+    if crc32c::crc32c(body) != expected {
+        return Err(StorageError::corrupt(&path, "checksum mismatch"));
+    }
+    let manifest: Manifest = serde_json::from_slice(body)
+        .map_err(|e| StorageError::corrupt(&path, format!("undecodable body: {e}")))?;
+    let dataset_type = manifest
+        .dataset_type
+        .clone()
+        .revalidate()
+        .map_err(|e| StorageError::corrupt(&path, format!("invalid dataset type: {e}")))?;
+    if manifest.partitions.len() != manifest.partition_count as usize {
+        return Err(StorageError::corrupt(&path, "partition count mismatch"));
+    }
+    Ok(Manifest {
+        dataset_type,
+        ..manifest
+    })
+}

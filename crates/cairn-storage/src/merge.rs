@@ -1,0 +1,288 @@
+//! Merging: the size-tiered policy that picks components of similar size, and the merge that
+//! rewrites their live rows as one sorted component, dropping deleted rows.
+//!
+//! Writers keep running during a merge. Rows they retire in the inputs meanwhile are found at
+//! install time by comparing each input's deletion vector with the snapshot the merge read, and
+//! are marked in the output through the input-row → output-row mapping the merge recorded.
+
+use crate::component::{DiskComponent, key_at, write_component_batches};
+use crate::dataset::{Dataset, partition_dir};
+use crate::error::{Result, StorageError};
+use crate::options::StorageOptions;
+use crate::partition::{ComponentRef, Slot};
+use crate::wal::{Wal, sync_dir};
+use arrow::array::{Array, RecordBatch};
+use roaring::RoaringTreemap;
+use std::sync::Arc;
+
+/// Which components to merge: `(slot positions)`, chosen among disk components not already
+/// being merged.
+///
+/// Size-tiered: sort by size and take the first run of at least `merge_min_components` whose
+/// largest is within `merge_size_ratio` of its smallest (sizes below 1 MiB count as 1 MiB, so
+/// small flushes always tier together). Near the hard component limit, the smallest
+/// `merge_min_components` are merged whatever their sizes, so writers never stall for long.
+pub fn pick_merge(sizes: &[(usize, u64)], options: &StorageOptions, total: usize) -> Vec<usize> {
+    const FLOOR_BYTES: u64 = 1 << 20;
+    let min = options.merge_min_components.max(2);
+    let mut sorted: Vec<(usize, u64)> = sizes.to_vec();
+    sorted.sort_by_key(|&(_, bytes)| bytes);
+    for start in 0..sorted.len() {
+        let base = sorted[start].1.max(FLOOR_BYTES) as f64;
+        let run: Vec<usize> = sorted[start..]
+            .iter()
+            .take_while(|(_, bytes)| (*bytes as f64) <= base * options.merge_size_ratio)
+            .map(|&(slot, _)| slot)
+            .take(min * 2)
+            .collect();
+        if run.len() >= min {
+            return run;
+        }
+    }
+    if total + 2 >= options.components_per_partition_max && sorted.len() >= 2 {
+        return sorted.iter().take(min).map(|&(slot, _)| slot).collect();
+    }
+    Vec::new()
+}
+
+struct MergeInput {
+    component: Arc<DiskComponent>,
+    deleted_snapshot: Arc<RoaringTreemap>,
+}
+
+impl Dataset {
+    /// Runs one merge in partition `index` if the policy (or `everything`) finds one. Returns
+    /// whether a merge happened.
+    pub fn merge_partition(
+        &self,
+        index: usize,
+        wal: &Wal,
+        options: &StorageOptions,
+        everything: bool,
+    ) -> Result<bool> {
+        let partition = &self.partitions[index];
+        let inputs: Vec<MergeInput> = {
+            let mut state = partition.state.write();
+            let total = state.disk_component_count();
+            let candidates: Vec<(usize, u64)> = state
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match &s.component {
+                    ComponentRef::Disk(d) if !s.merging => Some((i, d.bytes)),
+                    _ => None,
+                })
+                .collect();
+            let picked: Vec<usize> = if everything {
+                let has_deletions = candidates
+                    .iter()
+                    .any(|&(i, _)| !state.slots[i].deleted.is_empty());
+                if candidates.len() >= 2 || (candidates.len() == 1 && has_deletions) {
+                    candidates.iter().map(|&(i, _)| i).collect()
+                } else {
+                    Vec::new()
+                }
+            } else {
+                pick_merge(&candidates, options, total)
+            };
+            if picked.is_empty() {
+                return Ok(false);
+            }
+            picked
+                .into_iter()
+                .filter_map(|i| {
+                    let slot = &mut state.slots[i];
+                    slot.merging = true;
+                    match &slot.component {
+                        ComponentRef::Disk(d) => Some(MergeInput {
+                            component: d.clone(),
+                            deleted_snapshot: slot.deleted.clone(),
+                        }),
+                        ComponentRef::Frozen(_) => None,
+                    }
+                })
+                .collect()
+        };
+        let outcome = self.run_merge(index, wal, options, &inputs);
+        if outcome.is_err() {
+            let mut state = partition.state.write();
+            for input in &inputs {
+                if let Some(i) = state.slot_index(input.component.id) {
+                    state.slots[i].merging = false;
+                }
+            }
+        }
+        outcome.map(|()| true)
+    }
+
+    fn run_merge(
+        &self,
+        index: usize,
+        wal: &Wal,
+        options: &StorageOptions,
+        inputs: &[MergeInput],
+    ) -> Result<()> {
+        // Read every live row: (key, batch, row in batch, input, row in input).
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        let mut entries = Vec::new();
+        for (source, input) in inputs.iter().enumerate() {
+            for (rg, (first_row, _)) in input.component.row_group_spans().into_iter().enumerate() {
+                let mut row = first_row;
+                for batch in input.component.scan_row_group(rg, None)? {
+                    let key_columns: Vec<_> = self
+                        .shape
+                        .key_column_indices
+                        .iter()
+                        .map(|&i| batch.column(i).clone())
+                        .collect();
+                    let batch_index = batches.len();
+                    for i in 0..batch.num_rows() {
+                        if !input.deleted_snapshot.contains(row) {
+                            entries.push((
+                                key_at(&self.shape, &key_columns, i),
+                                batch_index,
+                                i,
+                                source,
+                                row,
+                            ));
+                        }
+                        row += 1;
+                    }
+                    batches.push(batch);
+                }
+            }
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if entries.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(StorageError::corrupt(
+                &self.dir,
+                "merge found one key live in two components (invariant broken)",
+            ));
+        }
+        // Input row → output row, to carry over deletions that happen while we write.
+        let mut row_maps: Vec<Vec<u64>> = inputs
+            .iter()
+            .map(|i| vec![u64::MAX; i.component.rows as usize])
+            .collect();
+        for (output_row, entry) in entries.iter().enumerate() {
+            row_maps[entry.3][entry.4 as usize] = output_row as u64;
+        }
+
+        let id = self.allocate_component_id();
+        let path = self.dir.join(Self::component_relative_path(index, id));
+        if !entries.is_empty() {
+            let chunk_rows = options.row_group_rows.max(1);
+            let schema = self.shape.schema.clone();
+            let output = entries.chunks(chunk_rows).map(|chunk| {
+                let indices: Vec<(usize, usize)> = chunk.iter().map(|e| (e.1, e.2)).collect();
+                let columns = (0..schema.fields().len())
+                    .map(|c| {
+                        let arrays: Vec<&dyn Array> =
+                            batches.iter().map(|b| b.column(c).as_ref()).collect();
+                        arrow::compute::interleave(&arrays, &indices)
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| StorageError::Parquet {
+                        path: path.clone(),
+                        message: e.to_string(),
+                    })?;
+                RecordBatch::try_new(schema.clone(), columns).map_err(|e| StorageError::Parquet {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })
+            });
+            write_component_batches(&path, &self.shape, output, entries.len(), chunk_rows)?;
+            sync_dir(&partition_dir(&self.dir, index))?;
+        }
+        drop(batches);
+        let merged = if entries.is_empty() {
+            None
+        } else {
+            Some(Arc::new(DiskComponent::open(
+                id,
+                path,
+                self.shape.clone(),
+                self.caches.clone(),
+            )?))
+        };
+
+        // Install: swap inputs for the output, carrying over deletions made meanwhile.
+        let mut replaced_files = Vec::new();
+        {
+            let mut state = self.partitions[index].state.write();
+            let mut carried = RoaringTreemap::new();
+            let mut position = usize::MAX;
+            for (source, input) in inputs.iter().enumerate() {
+                let Some(i) = state.slot_index(input.component.id) else {
+                    return Err(StorageError::Closed);
+                };
+                position = position.min(i);
+                let now = state.slots[i].deleted.as_ref() - input.deleted_snapshot.as_ref();
+                for row in now.iter() {
+                    let mapped = row_maps[source][row as usize];
+                    debug_assert!(mapped != u64::MAX, "a row deleted twice");
+                    if mapped != u64::MAX {
+                        carried.insert(mapped);
+                    }
+                }
+                replaced_files.extend(state.slots[i].deletions_file.clone());
+            }
+            let ids: Vec<u64> = inputs.iter().map(|i| i.component.id).collect();
+            state.slots.retain(|s| !ids.contains(&s.component.id()));
+            if let Some(merged) = &merged {
+                let mut slot = Slot::new(ComponentRef::Disk(merged.clone()));
+                if !carried.is_empty() {
+                    slot.deleted = Arc::new(carried);
+                    slot.deletions_version = 1;
+                }
+                let position = position.min(state.slots.len());
+                state.slots.insert(position, slot);
+            }
+        }
+        self.persist_manifest(wal)?;
+        for input in inputs {
+            input.component.mark_obsolete();
+        }
+        for file in replaced_files {
+            let _ = std::fs::remove_file(self.dir.join(file));
+        }
+        Ok(())
+    }
+
+    /// Merges each partition's components into one (used before benchmarks and by tests).
+    pub fn compact(&self, wal: &Wal, options: &StorageOptions) -> Result<()> {
+        for index in 0..self.partitions.len() {
+            self.merge_partition(index, wal, options, true)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_tiered_policy_groups_similar_sizes() {
+        let options = StorageOptions {
+            merge_min_components: 3,
+            merge_size_ratio: 2.0,
+            components_per_partition_max: 10,
+            ..Default::default()
+        };
+        let mb = 1u64 << 20;
+        let sizes = [
+            (0, 100 * mb),
+            (1, 3 * mb),
+            (2, 2 * mb),
+            (3, 2 * mb),
+            (4, 40 * mb),
+        ];
+        let mut picked = pick_merge(&sizes, &options, 5);
+        picked.sort();
+        assert_eq!(picked, vec![1, 2, 3]);
+        assert!(pick_merge(&sizes[..2], &options, 2).is_empty());
+        let near_limit = [(0, 100 * mb), (1, 10 * mb)];
+        assert_eq!(pick_merge(&near_limit, &options, 9).len(), 2);
+    }
+}

@@ -1,0 +1,262 @@
+//! One hash partition of a dataset: its memory component, its components newest first with
+//! their deletion vectors, and the operations that find and replace a key's current version.
+//!
+//! Invariant: a key has at most one live version in a partition — in the memory component, or
+//! in exactly one component at a row its deletion vector does not mark. Every write first
+//! locates the current version and retires it (memory: replace or remove; component: mark the
+//! row), so scans need no key-ordered merge: they read each component and skip marked rows.
+
+use crate::component::DiskComponent;
+use crate::error::Result;
+use crate::shape::DatasetShape;
+use arrow::array::RecordBatch;
+use cairn_model::arrow_mapping::records_to_batch;
+use cairn_model::{Key, Record};
+use roaring::RoaringTreemap;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+/// A memory component that is being flushed: sorted, immutable, still served from memory.
+pub struct FrozenMemtable {
+    pub id: u64,
+    pub rows: Vec<(Key, Arc<Record>)>,
+    /// LSN of the first write it holds (the WAL must keep everything from it on).
+    pub first_lsn: Option<u64>,
+    /// The partition's last applied LSN when it was frozen: once flushed, everything up to it
+    /// is on disk.
+    pub last_lsn: u64,
+    pub batch: OnceLock<RecordBatch>,
+}
+
+impl FrozenMemtable {
+    pub fn find(&self, key: &Key) -> Option<u64> {
+        self.rows
+            .binary_search_by(|(k, _)| k.cmp(key))
+            .ok()
+            .map(|i| i as u64)
+    }
+
+    /// The rows as one Arrow batch, built once.
+    pub fn batch(&self, shape: &DatasetShape) -> Result<&RecordBatch> {
+        if let Some(batch) = self.batch.get() {
+            return Ok(batch);
+        }
+        let records: Vec<&Record> = self.rows.iter().map(|(_, r)| r.as_ref()).collect();
+        let batch =
+            records_to_batch(&shape.schema, &shape.dataset_type.record, &records).map_err(|e| {
+                crate::error::StorageError::InvalidDefinition {
+                    dataset: shape.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        Ok(self.batch.get_or_init(|| batch))
+    }
+}
+
+/// A component of a partition: on disk, or frozen in memory while its flush runs.
+#[derive(Clone)]
+pub enum ComponentRef {
+    Disk(Arc<DiskComponent>),
+    Frozen(Arc<FrozenMemtable>),
+}
+
+impl ComponentRef {
+    pub fn id(&self) -> u64 {
+        match self {
+            ComponentRef::Disk(d) => d.id,
+            ComponentRef::Frozen(f) => f.id,
+        }
+    }
+
+    pub fn rows(&self) -> u64 {
+        match self {
+            ComponentRef::Disk(d) => d.rows,
+            ComponentRef::Frozen(f) => f.rows.len() as u64,
+        }
+    }
+
+    pub fn find(&self, key: &Key) -> Result<Option<u64>> {
+        match self {
+            ComponentRef::Disk(d) => d.find(key),
+            ComponentRef::Frozen(f) => Ok(f.find(key)),
+        }
+    }
+
+    pub fn fetch(&self, row: u64) -> Result<Record> {
+        match self {
+            ComponentRef::Disk(d) => d.fetch(row),
+            ComponentRef::Frozen(f) => Ok(f.rows[row as usize].1.as_ref().clone()),
+        }
+    }
+}
+
+/// A component in a partition with its deletion vector.
+pub struct Slot {
+    pub component: ComponentRef,
+    /// Rows superseded or deleted. Shared with scans by `Arc`; copied on write only while a
+    /// scan still holds the old version.
+    pub deleted: Arc<RoaringTreemap>,
+    /// Bumped on every change to `deleted`.
+    pub deletions_version: u64,
+    /// The version and file last written to disk and named in the manifest.
+    pub persisted_version: u64,
+    pub deletions_file: Option<String>,
+    /// A merge is reading this component.
+    pub merging: bool,
+}
+
+impl Slot {
+    pub fn new(component: ComponentRef) -> Self {
+        Slot {
+            component,
+            deleted: Arc::new(RoaringTreemap::new()),
+            deletions_version: 0,
+            persisted_version: 0,
+            deletions_file: None,
+            merging: false,
+        }
+    }
+
+    fn mark_deleted(&mut self, row: u64) {
+        debug_assert!(row < self.component.rows(), "row {row} beyond component");
+        Arc::make_mut(&mut self.deleted).insert(row);
+        self.deletions_version += 1;
+    }
+}
+
+/// Where a key's current version lives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Location {
+    Memtable,
+    Component { slot: usize, row: u64 },
+}
+
+/// The mutable state of one partition, guarded by the partition's lock.
+#[derive(Default)]
+pub struct PartitionState {
+    pub memtable: BTreeMap<Key, Arc<Record>>,
+    pub memtable_bytes: usize,
+    /// LSN of the first write into the current memtable.
+    pub memtable_first_lsn: Option<u64>,
+    /// Components, newest first; frozen memtables come before disk components.
+    pub slots: Vec<Slot>,
+    pub flushed_lsn: u64,
+    /// LSN of the last write applied to this partition.
+    pub last_lsn: u64,
+}
+
+fn entry_bytes(key: &Key, record: &Record) -> usize {
+    std::mem::size_of::<Key>() + key.0.len() * 24 + record.approximate_size()
+}
+
+impl PartitionState {
+    /// Finds the live version of `key`.
+    pub fn locate(&self, key: &Key) -> Result<Option<Location>> {
+        if self.memtable.contains_key(key) {
+            return Ok(Some(Location::Memtable));
+        }
+        for (index, slot) in self.slots.iter().enumerate() {
+            if let Some(row) = slot.component.find(key)?
+                && !slot.deleted.contains(row)
+            {
+                return Ok(Some(Location::Component { slot: index, row }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The live version of `key`, as a component handle and row or a memtable record.
+    pub fn lookup(&self, key: &Key) -> Result<Option<Found>> {
+        Ok(match self.locate(key)? {
+            None => None,
+            Some(Location::Memtable) => self.memtable.get(key).cloned().map(Found::Record),
+            Some(Location::Component { slot, row }) => {
+                Some(Found::Row(self.slots[slot].component.clone(), row))
+            }
+        })
+    }
+
+    fn note_write(&mut self, lsn: u64) {
+        debug_assert!(lsn >= self.last_lsn, "LSNs applied out of order");
+        self.last_lsn = lsn;
+        self.memtable_first_lsn.get_or_insert(lsn);
+    }
+
+    /// Makes `record` the current version of `key` (insert or upsert).
+    pub fn put(&mut self, key: Key, record: Arc<Record>, lsn: u64) -> Result<()> {
+        self.note_write(lsn);
+        let added = entry_bytes(&key, &record);
+        if !self.memtable.contains_key(&key)
+            && let Some(Location::Component { slot, row }) = self.locate(&key)?
+        {
+            self.slots[slot].mark_deleted(row);
+        }
+        if let Some(old) = self.memtable.insert(key.clone(), record) {
+            self.memtable_bytes = self.memtable_bytes.saturating_sub(entry_bytes(&key, &old));
+        }
+        self.memtable_bytes += added;
+        Ok(())
+    }
+
+    /// Removes the current version of `key`, if any. Returns whether one existed.
+    pub fn delete(&mut self, key: &Key, lsn: u64) -> Result<bool> {
+        self.note_write(lsn);
+        match self.locate(key)? {
+            None => Ok(false),
+            Some(Location::Memtable) => {
+                if let Some(old) = self.memtable.remove(key) {
+                    self.memtable_bytes =
+                        self.memtable_bytes.saturating_sub(entry_bytes(key, &old));
+                }
+                Ok(true)
+            }
+            Some(Location::Component { slot, row }) => {
+                self.slots[slot].mark_deleted(row);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Number of disk components (the quantity the hard component limit bounds).
+    pub fn disk_component_count(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s.component, ComponentRef::Disk(_)))
+            .count()
+    }
+
+    pub fn frozen_count(&self) -> usize {
+        self.slots.len() - self.disk_component_count()
+    }
+
+    /// Live rows across components and memory.
+    pub fn live_rows(&self) -> u64 {
+        self.memtable.len() as u64
+            + self
+                .slots
+                .iter()
+                .map(|s| s.component.rows() - s.deleted.len())
+                .sum::<u64>()
+    }
+
+    /// LSN of the oldest write not yet in a disk component: the WAL must keep it.
+    pub fn oldest_unflushed_lsn(&self) -> Option<u64> {
+        let frozen = self.slots.iter().filter_map(|s| match &s.component {
+            ComponentRef::Frozen(f) => f.first_lsn,
+            ComponentRef::Disk(_) => None,
+        });
+        frozen.chain(self.memtable_first_lsn).min()
+    }
+
+    pub fn slot_index(&self, component_id: u64) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.component.id() == component_id)
+    }
+}
+
+/// A located current version.
+pub enum Found {
+    Record(Arc<Record>),
+    Row(ComponentRef, u64),
+}
