@@ -35,7 +35,7 @@ pub enum StorageError {
         position: usize,
         key: String,
     },
-    #[error("{}: duplicate primary key {key} at line {line} (first seen at line {first_line})", file.display())]
+    #[error("{}:{line}: duplicate primary key {key} in the input (first seen at line {first_line})", file.display())]
     DuplicateKeyInInput {
         file: PathBuf,
         line: u64,

@@ -1,0 +1,433 @@
+//! End-to-end behaviour of the storage engine: writes, reads, flush, merge, reopen, bulk load,
+//! and every bad-input case the engine must reject cleanly.
+
+mod common;
+
+use cairn_model::Key;
+use cairn_storage::{ScanRequest, StorageError, WriteOp, collect_parallel};
+use common::*;
+use std::ops::Bound;
+
+#[test]
+fn writes_survive_flush_merge_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 3);
+    for id in 0..40 {
+        storage.insert("items", item(id, id)).unwrap();
+    }
+    storage.flush("items").unwrap();
+    for id in 0..40 {
+        if id % 3 == 0 {
+            storage.upsert("items", item(id, id + 100)).unwrap();
+        }
+        if id % 7 == 0 {
+            storage.delete("items", Key::int(id)).unwrap();
+        }
+    }
+    storage.flush("items").unwrap();
+    let expect = |id: i64| {
+        if id % 7 == 0 {
+            None
+        } else if id % 3 == 0 {
+            Some(item(id, id + 100))
+        } else {
+            Some(item(id, id))
+        }
+    };
+    for id in 0..40 {
+        assert_eq!(
+            storage.get("items", &Key::int(id)).unwrap(),
+            expect(id),
+            "id {id}"
+        );
+    }
+    let stats = storage.stats("items").unwrap();
+    assert!(
+        stats.deleted_rows > 0,
+        "upserts and deletes mark flushed rows"
+    );
+    storage.compact("items").unwrap();
+    let stats = storage.stats("items").unwrap();
+    assert_eq!(stats.deleted_rows, 0, "a merge drops deleted rows");
+    assert!(stats.components_per_partition.iter().all(|&c| c <= 1));
+    storage.upsert("items", item(1, 7)).unwrap();
+    drop(storage);
+    let storage = open(dir.path());
+    for id in 0..40 {
+        let want = if id == 1 {
+            Some(item(1, 7))
+        } else {
+            expect(id)
+        };
+        assert_eq!(
+            storage.get("items", &Key::int(id)).unwrap(),
+            want,
+            "after reopen, id {id}"
+        );
+    }
+    let range = storage
+        .range(
+            "items",
+            Bound::Included(&Key::int(10)),
+            Bound::Excluded(&Key::int(20)),
+        )
+        .unwrap();
+    let ids: Vec<i64> = range
+        .iter()
+        .map(|(k, _)| match &k.0[0] {
+            cairn_model::KeyValue::Int(i) => *i,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(ids, (10..20).filter(|i| i % 7 != 0).collect::<Vec<_>>());
+    let scans = storage.scan("items", &ScanRequest::default()).unwrap();
+    assert_eq!(scans.len(), 3);
+    let rows: usize = collect_parallel(scans, 2)
+        .unwrap()
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(rows as u64, (0..40).filter(|i| i % 7 != 0).count() as u64);
+}
+
+#[test]
+fn insert_of_existing_key_fails_and_batches_are_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 4);
+    storage.insert("items", item(1, 1)).unwrap();
+    storage.flush("items").unwrap();
+    let err = storage.insert("items", item(1, 2)).unwrap_err();
+    assert!(
+        matches!(err, StorageError::DuplicateKey { position: 0, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("items") && err.to_string().contains('1'));
+    let batch = vec![
+        WriteOp::Insert(item(2, 2)),
+        WriteOp::Upsert(item(1, 50)),
+        WriteOp::Delete(Key::int(3)),
+        WriteOp::Insert(item(2, 3)),
+    ];
+    let err = storage.write("items", batch).unwrap_err();
+    assert!(
+        matches!(err, StorageError::DuplicateKey { position: 3, .. }),
+        "{err}"
+    );
+    assert_eq!(storage.get("items", &Key::int(2)).unwrap(), None);
+    assert_eq!(
+        storage.get("items", &Key::int(1)).unwrap(),
+        Some(item(1, 1))
+    );
+    // Insert after delete in one batch is fine.
+    let ok = vec![WriteOp::Delete(Key::int(1)), WriteOp::Insert(item(1, 9))];
+    storage.write("items", ok).unwrap();
+    assert_eq!(
+        storage.get("items", &Key::int(1)).unwrap(),
+        Some(item(1, 9))
+    );
+}
+
+#[test]
+fn bad_records_in_a_batch_name_position_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 2);
+    let mut wrong = item(5, 5);
+    wrong.values[1] = cairn_model::Value::String("five".into());
+    let err = storage
+        .write(
+            "items",
+            vec![WriteOp::Insert(item(4, 4)), WriteOp::Insert(wrong)],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("batch position 1") && err.contains("`v`"),
+        "{err}"
+    );
+    assert_eq!(storage.get("items", &Key::int(4)).unwrap(), None);
+    let mut missing_key = item(6, 6);
+    missing_key.values[0] = cairn_model::Value::Missing;
+    let err = storage
+        .insert("items", missing_key)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`id`") && err.contains("absent"), "{err}");
+    let err = storage
+        .write("items", vec![WriteOp::Delete(Key::string("x"))])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not match the key type"), "{err}");
+    let mut big = item(7, 7);
+    big.values[2] = cairn_model::Value::String("x".repeat(5 << 20));
+    let err = storage.insert("items", big).unwrap_err().to_string();
+    assert!(err.contains("record_max_bytes"), "{err}");
+    let err = storage.insert("nope", item(1, 1)).unwrap_err().to_string();
+    assert!(err.contains("`nope`"), "{err}");
+}
+
+#[test]
+fn scans_project_prune_and_skip_deleted_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 1);
+    for id in 0..64 {
+        storage.insert("items", item(id, id * 10)).unwrap();
+    }
+    storage.flush("items").unwrap();
+    storage.delete("items", Key::int(3)).unwrap();
+    let request = ScanRequest {
+        projection: Some(vec![0]),
+        ranges: vec![cairn_storage::ColumnRange {
+            column: "v".into(),
+            lower: Some(cairn_model::Value::Int(100)),
+            upper: Some(cairn_model::Value::Int(150)),
+        }],
+    };
+    let mut scans = storage.scan("items", &request).unwrap();
+    assert!(
+        scans[0].row_groups_pruned >= 10,
+        "pruned {}",
+        scans[0].row_groups_pruned
+    );
+    let batches: Vec<_> = scans.remove(0).collect::<Result<_, _>>().unwrap();
+    assert!(batches.iter().all(|b| b.num_columns() == 1));
+    let request = ScanRequest {
+        projection: Some(vec![0]),
+        ranges: vec![],
+    };
+    let batches = collect_parallel(storage.scan("items", &request).unwrap(), 2).unwrap();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 63);
+}
+
+#[test]
+fn corrupt_manifest_and_component_are_reported_by_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 1);
+    storage.insert("items", item(1, 1)).unwrap();
+    storage.flush("items").unwrap();
+    drop(storage);
+    let dataset_dir = std::fs::read_dir(dir.path().join("datasets"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let component = std::fs::read_dir(dataset_dir.join("p0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let good = std::fs::read(&component).unwrap();
+    std::fs::write(&component, &good[..good.len() / 2]).unwrap();
+    let err = cairn_storage::Storage::open(dir.path(), test_options())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains(&component.display().to_string()), "{err}");
+    std::fs::write(&component, &good).unwrap();
+    let manifest = dataset_dir.join("MANIFEST");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0x20;
+    std::fs::write(&manifest, bytes).unwrap();
+    let err = cairn_storage::Storage::open(dir.path(), test_options())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("MANIFEST") && err.contains("checksum"),
+        "{err}"
+    );
+}
+
+#[test]
+fn torn_wal_tail_is_truncated_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 2);
+    storage.insert("items", item(1, 1)).unwrap();
+    storage.insert("items", item(2, 2)).unwrap();
+    drop(storage);
+    let wal = std::fs::read_dir(dir.path().join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .max()
+        .unwrap();
+    let data = std::fs::read(&wal).unwrap();
+    std::fs::write(&wal, &data[..data.len() - 5]).unwrap();
+    let storage = open(dir.path());
+    assert_eq!(
+        storage.get("items", &Key::int(1)).unwrap(),
+        Some(item(1, 1))
+    );
+    assert_eq!(
+        storage.get("items", &Key::int(2)).unwrap(),
+        None,
+        "torn frame dropped whole"
+    );
+    storage.insert("items", item(3, 3)).unwrap();
+    drop(storage);
+    let storage = open(dir.path());
+    assert_eq!(
+        storage.get("items", &Key::int(3)).unwrap(),
+        Some(item(3, 3))
+    );
+}
+
+#[test]
+fn bulk_load_json_csv_parquet_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 4);
+    storage.insert("items", item(1000, 1)).unwrap();
+    let input = tempfile::tempdir().unwrap();
+    let json_path = input.path().join("items.json");
+    let lines: Vec<String> = (0..100)
+        .map(|id| {
+            let record = item(id, id);
+            cairn_model::json::record_to_json(&item_type(), &record).to_string()
+        })
+        .collect();
+    std::fs::write(&json_path, lines.join("\n") + "\n").unwrap();
+    let report = storage.load("items", &[json_path.clone()], None).unwrap();
+    assert_eq!(report.records, 100);
+    for id in [0, 57, 99] {
+        assert_eq!(
+            storage.get("items", &Key::int(id)).unwrap(),
+            Some(item(id, id))
+        );
+    }
+    assert_eq!(
+        storage.get("items", &Key::int(1000)).unwrap(),
+        Some(item(1000, 1))
+    );
+
+    // A duplicate of an existing key: nothing of the file is applied.
+    let dup_path = input.path().join("dup.jsonl");
+    std::fs::write(
+        &dup_path,
+        "{\"id\": 500, \"v\": 1, \"tags\": []}\n{\"id\": 5, \"v\": 1, \"tags\": []}\n",
+    )
+    .unwrap();
+    let err = storage
+        .load("items", &[dup_path.clone()], None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("dup.jsonl:2") && err.contains("already exists"),
+        "{err}"
+    );
+    assert_eq!(storage.get("items", &Key::int(500)).unwrap(), None);
+
+    // Malformed line, wrong type, missing key, repeated key: file and line named.
+    let cases = [
+        (
+            "{\"id\": 600, \"v\": 1, \"tags\": []}\n{\"id\": 601, \"v\": 1,\n",
+            ":2",
+            "malformed JSON",
+        ),
+        ("{\"id\": 600, \"v\": \"x\", \"tags\": []}\n", ":1", "`v`"),
+        ("\n\n{\"v\": 1, \"tags\": []}\n", ":3", "`id`"),
+        (
+            "{\"id\": 600, \"v\": 1, \"tags\": []}\n{\"id\": 600, \"v\": 2, \"tags\": []}\n",
+            ":2",
+            "duplicate primary key 600",
+        ),
+    ];
+    for (i, (text, line, what)) in cases.iter().enumerate() {
+        let path = input.path().join(format!("bad{i}.json"));
+        std::fs::write(&path, text).unwrap();
+        let err = storage
+            .load("items", &[path], None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("bad{i}.json{line}")) && err.contains(what),
+            "{err}"
+        );
+        assert_eq!(storage.get("items", &Key::int(600)).unwrap(), None);
+    }
+
+    let csv_path = input.path().join("items.csv");
+    std::fs::write(
+        &csv_path,
+        "id,v,tags,name,loc\n700,2,\"[\"\"a\"\"]\",x,\"1.5,2\"\n701,3,[],,\n",
+    )
+    .unwrap();
+    storage.load("items", &[csv_path], None).unwrap();
+    let loaded = storage.get("items", &Key::int(700)).unwrap().unwrap();
+    assert_eq!(
+        loaded.values[3],
+        cairn_model::Value::Multiset(vec![cairn_model::Value::String("a".into())])
+    );
+    assert_eq!(
+        loaded.values[5],
+        cairn_model::Value::Point { x: 1.5, y: 2.0 }
+    );
+
+    // Parquet: export a component written by Cairn and load it into a second dataset.
+    storage.flush("items").unwrap();
+    storage
+        .create_dataset("copy", item_dataset_type(), None)
+        .unwrap();
+    let component = walk(dir.path())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let report = storage.load("copy", &[component], None).unwrap();
+    assert!(report.records > 0);
+    drop(storage);
+    let storage = open(dir.path());
+    assert_eq!(
+        storage
+            .get("items", &Key::int(701))
+            .unwrap()
+            .unwrap()
+            .values[1],
+        cairn_model::Value::Int(3)
+    );
+    assert!(storage.stats("copy").unwrap().live_rows > 0);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn background_flush_and_merge_keep_component_count_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = cairn_storage::StorageOptions {
+        memtable_flush_bytes: 16 << 10,
+        components_per_partition_max: 6,
+        merge_min_components: 3,
+        row_group_rows: 64,
+        ..Default::default()
+    };
+    let storage = cairn_storage::Storage::open(dir.path(), options).unwrap();
+    storage
+        .create_dataset("items", item_dataset_type(), Some(2))
+        .unwrap();
+    for round in 0..10 {
+        let batch = (0..200).map(|i| WriteOp::Upsert(item(i, round))).collect();
+        storage.write("items", batch).unwrap();
+    }
+    for id in [0, 100, 199] {
+        assert_eq!(
+            storage.get("items", &Key::int(id)).unwrap(),
+            Some(item(id, 9))
+        );
+    }
+    let stats = storage.stats("items").unwrap();
+    assert!(
+        stats.components_per_partition.iter().all(|&c| c <= 8),
+        "{stats:?}"
+    );
+    assert_eq!(stats.live_rows, 200);
+}
