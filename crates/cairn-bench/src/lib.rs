@@ -1,0 +1,6 @@
+//! Cairn's benchmarks: data generators, workloads and drivers whose results go to
+//! `bench/results/` with the machine, versions, data size and command line.
+
+pub mod bigfun_users;
+pub mod environment;
+pub mod storage_bench;

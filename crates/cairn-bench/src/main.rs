@@ -1,0 +1,90 @@
+//! `cairn-bench`: runs Cairn's benchmarks and generators from the command line.
+
+use cairn_bench::bigfun_users::generate_users;
+use cairn_bench::storage_bench::{self, StorageBenchConfig};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "cairn-bench", about = "Cairn's benchmarks and data generators")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The storage-engine benchmark: bulk load, inserts, point lookups, scans.
+    Storage {
+        /// Number of GleambookUsers records.
+        #[arg(long, default_value_t = 1_000_000)]
+        users: i64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Scratch directory for generated input and the benchmark's data.
+        #[arg(long, default_value = "bench/data")]
+        work_dir: PathBuf,
+        #[arg(long, default_value = "bench/results")]
+        results_dir: PathBuf,
+        #[arg(long, default_value_t = 200_000)]
+        lookups: usize,
+        /// Seconds each insert measurement runs.
+        #[arg(long, default_value_t = 10.0)]
+        insert_seconds: f64,
+        /// Writer-thread counts for the insert measurement.
+        #[arg(long, value_delimiter = ',', default_value = "1,16")]
+        writers: Vec<usize>,
+    },
+    /// Writes BigFUN GleambookUsers as JSON Lines.
+    GenUsers {
+        #[arg(long)]
+        users: i64,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let outcome: Result<(), Box<dyn std::error::Error>> = match cli.command {
+        Command::Storage {
+            users,
+            seed,
+            work_dir,
+            results_dir,
+            lookups,
+            insert_seconds,
+            writers,
+        } => {
+            if users < 1 {
+                eprintln!("error: --users must be at least 1");
+                std::process::exit(2);
+            }
+            let config = StorageBenchConfig {
+                users,
+                seed,
+                work_dir,
+                results_dir: results_dir.clone(),
+                lookups,
+                insert_seconds,
+                writer_counts: writers,
+            };
+            storage_bench::run(&config).map(|_| {
+                println!(
+                    "{}",
+                    std::fs::read_to_string(results_dir.join("storage.md")).unwrap_or_default()
+                );
+            })
+        }
+        Command::GenUsers { users, out, seed } => {
+            let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+            std::fs::write(&out, generate_users(users, seed, threads)).map_err(|e| e.into())
+        }
+    };
+    if let Err(e) = outcome {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
