@@ -5,6 +5,11 @@ use cairn_bench::storage_bench::{self, StorageBenchConfig};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+// Allocation-heavy phases (parsing, building records) run on every core; glibc's allocator
+// spent a third of bulk-load time in malloc/free under contention.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "cairn-bench", about = "Cairn's benchmarks and data generators")]
 struct Cli {

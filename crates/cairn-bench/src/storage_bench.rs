@@ -127,7 +127,10 @@ pub fn run(config: &StorageBenchConfig) -> Result<StorageBenchReport, Box<dyn st
         components: report.components,
         stored_mib: mib(stats.component_bytes),
     };
-    eprintln!("{load:?}");
+    eprintln!(
+        "{load:?} phases: parse {:?} sort {:?} write {:?} install {:?}",
+        report.parse, report.sort, report.write, report.install
+    );
 
     let started = Instant::now();
     storage.compact("GleambookUsers")?;

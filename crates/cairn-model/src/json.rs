@@ -6,6 +6,7 @@
 //! declared by an open type are kept verbatim in the record's extra-fields JSON.
 
 use crate::error::{ModelError, Result};
+use crate::field_path::FieldPath;
 use crate::temporal;
 use crate::types::{DataType, Field, RecordType};
 use crate::value::{Record, Value};
@@ -16,7 +17,7 @@ use serde_json::{Map, Number, Value as Json};
 /// Coerces one JSON object into a record of `record_type`.
 pub fn record_from_json(record_type: &RecordType, json: &Json) -> Result<Record> {
     match json {
-        Json::Object(object) => object_from_json(record_type, object, ""),
+        Json::Object(object) => object_from_json(record_type, object, &FieldPath::Root),
         other => Err(ModelError::NotAnObject {
             found: describe(other),
         }),
@@ -35,18 +36,18 @@ pub fn record_from_json_text(record_type: &RecordType, text: &str) -> Result<Rec
 fn object_from_json(
     record_type: &RecordType,
     object: &Map<String, Json>,
-    path: &str,
+    path: &FieldPath<'_>,
 ) -> Result<Record> {
     let mut values = Vec::with_capacity(record_type.fields.len());
     for field in &record_type.fields {
-        let field_path = join_path(path, &field.name);
+        let field_path = path.field(&field.name);
         let value = match object.get(&field.name) {
             None => {
                 if field.optional {
                     Value::Missing
                 } else {
                     return Err(ModelError::MissingField {
-                        field: field_path,
+                        field: field_path.to_string(),
                         declared: field.data_type.to_string(),
                     });
                 }
@@ -56,13 +57,13 @@ fn object_from_json(
                     Value::Null
                 } else {
                     return Err(ModelError::TypeMismatch {
-                        field: field_path,
+                        field: field_path.to_string(),
                         expected: format!("{} (the field is not optional)", field.data_type),
                         found: "null".to_string(),
                     });
                 }
             }
-            Some(json) => value_from_json(&field.data_type, json, &field_path)?,
+            Some(json) => coerce(&field.data_type, json, &field_path)?,
         };
         values.push(value);
     }
@@ -74,7 +75,7 @@ fn object_from_json(
                 .map(String::as_str)
                 .unwrap_or("?");
             return Err(ModelError::UndeclaredField {
-                field: join_path(path, undeclared),
+                field: path.field(undeclared).to_string(),
             });
         }
         let extra: Map<String, Json> = object
@@ -95,14 +96,6 @@ fn values_present(record_type: &RecordType, object: &Map<String, Json>) -> usize
         .iter()
         .filter(|f| object.contains_key(&f.name))
         .count()
-}
-
-fn join_path(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
-    }
 }
 
 fn describe(json: &Json) -> String {
@@ -126,7 +119,7 @@ fn describe(json: &Json) -> String {
     format!("{kind} {text}")
 }
 
-fn mismatch(data_type: &DataType, json: &Json, path: &str) -> ModelError {
+fn mismatch(data_type: &DataType, json: &Json, path: &FieldPath<'_>) -> ModelError {
     ModelError::TypeMismatch {
         field: path.to_string(),
         expected: expected_form(data_type),
@@ -158,6 +151,10 @@ fn expected_form(data_type: &DataType) -> String {
 
 /// Coerces one JSON value into a value of `data_type`; `path` names it in errors.
 pub fn value_from_json(data_type: &DataType, json: &Json, path: &str) -> Result<Value> {
+    coerce(data_type, json, &FieldPath::Named(path))
+}
+
+fn coerce(data_type: &DataType, json: &Json, path: &FieldPath<'_>) -> Result<Value> {
     let fail = || mismatch(data_type, json, path);
     match data_type {
         DataType::Boolean => json.as_bool().map(Value::Bool).ok_or_else(fail),
@@ -236,10 +233,10 @@ pub fn value_from_json(data_type: &DataType, json: &Json, path: &str) -> Result<
             let items = json.as_array().ok_or_else(fail)?;
             let mut values = Vec::with_capacity(items.len());
             for (i, element) in items.iter().enumerate() {
-                let element_path = format!("{path}[{i}]");
+                let element_path = path.element(i);
                 values.push(match element {
                     Json::Null => Value::Null,
-                    element => value_from_json(item, element, &element_path)?,
+                    element => coerce(item, element, &element_path)?,
                 });
             }
             Ok(if matches!(data_type, DataType::List(_)) {

@@ -5,6 +5,7 @@
 pub mod arrow_mapping;
 pub mod binary;
 pub mod error;
+pub mod field_path;
 pub mod json;
 pub mod temporal;
 pub mod types;

@@ -2,6 +2,7 @@
 //! type requires, and brings it to the canonical form storage keeps.
 
 use crate::error::{ModelError, Result};
+use crate::field_path::FieldPath;
 use crate::types::{DataType, RecordType};
 use crate::value::{Record, Value};
 
@@ -12,12 +13,19 @@ pub fn canonicalize_record(
     record: &mut Record,
     path: &str,
 ) -> Result<()> {
+    canonicalize_at(record_type, record, &FieldPath::Named(path))
+}
+
+fn canonicalize_at(
+    record_type: &RecordType,
+    record: &mut Record,
+    path: &FieldPath<'_>,
+) -> Result<()> {
     if record.values.len() != record_type.fields.len() {
         return Err(ModelError::InvalidValue {
-            field: if path.is_empty() {
-                "$".to_string()
-            } else {
-                path.to_string()
+            field: match path.to_string() {
+                p if p.is_empty() => "$".to_string(),
+                p => p,
             },
             message: format!(
                 "record has {} values but its type declares {} fields",
@@ -28,19 +36,15 @@ pub fn canonicalize_record(
     }
     if record.extra.is_some() && !record_type.open {
         return Err(ModelError::UndeclaredField {
-            field: format!("{path}$extra"),
+            field: path.field("$extra").to_string(),
         });
     }
     for (field, value) in record_type.fields.iter().zip(record.values.iter_mut()) {
-        let field_path = if path.is_empty() {
-            field.name.clone()
-        } else {
-            format!("{path}.{}", field.name)
-        };
+        let field_path = path.field(&field.name);
         if value.is_null_or_missing() {
             if !field.optional {
                 return Err(ModelError::MissingField {
-                    field: field_path,
+                    field: field_path.to_string(),
                     declared: field.data_type.to_string(),
                 });
             }
@@ -52,7 +56,7 @@ pub fn canonicalize_record(
     Ok(())
 }
 
-fn check_value(data_type: &DataType, value: &mut Value, path: &str) -> Result<()> {
+fn check_value(data_type: &DataType, value: &mut Value, path: &FieldPath<'_>) -> Result<()> {
     let fits = match (data_type, &mut *value) {
         (_, Value::Null) => true,
         (DataType::Boolean, Value::Bool(_)) => true,
@@ -81,12 +85,12 @@ fn check_value(data_type: &DataType, value: &mut Value, path: &str) -> Result<()
         (DataType::List(item), Value::List(items))
         | (DataType::Multiset(item), Value::Multiset(items)) => {
             for (i, element) in items.iter_mut().enumerate() {
-                check_value(item, element, &format!("{path}[{i}]"))?;
+                check_value(item, element, &path.element(i))?;
             }
             true
         }
         (DataType::Object(record_type), Value::Object(record)) => {
-            canonicalize_record(record_type, record, path)?;
+            canonicalize_at(record_type, record, path)?;
             true
         }
         _ => false,

@@ -6,12 +6,16 @@
 //! one manifest replacement, after every check passed. A failure before that deletes the new
 //! files and leaves the dataset as it was.
 
-use crate::dataset::Dataset;
+use crate::component::{DiskComponent, write_interleaved};
+use crate::dataset::encoded_size_over;
+use crate::dataset::{Dataset, partition_dir};
 use crate::error::{Result, StorageError};
 use crate::partition::{ComponentRef, Slot};
 use crate::storage::Storage;
+use crate::wal::sync_dir;
+use arrow::array::RecordBatch;
+use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::arrow_mapping::{arrow_type, value_at};
-use cairn_model::binary::encode_record;
 use cairn_model::json::{record_from_json, record_from_json_text};
 use cairn_model::validate::canonicalize_record;
 use cairn_model::{DataType, Key, ModelError, Record, RecordType};
@@ -61,6 +65,11 @@ pub struct LoadReport {
     pub input_bytes: u64,
     pub components: usize,
     pub elapsed: Duration,
+    /// Time spent parsing and validating input, sorting, writing components, installing.
+    pub parse: Duration,
+    pub sort: Duration,
+    pub write: Duration,
+    pub install: Duration,
 }
 
 /// One parsed input record and where it came from.
@@ -69,6 +78,89 @@ struct Parsed {
     record: Record,
     file: u32,
     line: u64,
+}
+
+/// Where one loaded row came from, kept (with its key) after its record became Arrow.
+struct Origin {
+    key: Key,
+    file: u32,
+    line: u64,
+}
+
+/// Parsed records of one partition, converted to Arrow as soon as enough accumulate, so that
+/// a load holds compact columns rather than millions of in-memory value trees.
+struct Chunk {
+    partition: usize,
+    batch: RecordBatch,
+    origins: Vec<Origin>,
+}
+
+/// Records converted to Arrow per partition at a time.
+const CHUNK_ROWS: usize = 8192;
+
+struct ChunkBuilder<'a> {
+    dataset: &'a Dataset,
+    pending: Vec<Vec<Parsed>>,
+    pending_rows: usize,
+    chunks: Vec<Chunk>,
+}
+
+impl<'a> ChunkBuilder<'a> {
+    fn new(dataset: &'a Dataset) -> Self {
+        ChunkBuilder {
+            dataset,
+            pending: (0..dataset.shape.partition_count)
+                .map(|_| Vec::new())
+                .collect(),
+            pending_rows: 0,
+            chunks: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, parsed: Parsed) -> Result<()> {
+        let partition = parsed.key.partition(self.dataset.shape.partition_count) as usize;
+        self.pending[partition].push(parsed);
+        self.pending_rows += 1;
+        if self.pending_rows >= CHUNK_ROWS * self.pending.len() {
+            self.convert()?;
+        }
+        Ok(())
+    }
+
+    fn convert(&mut self) -> Result<()> {
+        let shape = &self.dataset.shape;
+        for (partition, items) in self.pending.iter_mut().enumerate() {
+            if items.is_empty() {
+                continue;
+            }
+            let records: Vec<&Record> = items.iter().map(|p| &p.record).collect();
+            let batch = records_to_batch(&shape.schema, &shape.dataset_type.record, &records)
+                .map_err(|e| StorageError::InvalidDefinition {
+                    dataset: shape.name.clone(),
+                    message: e.to_string(),
+                })?;
+            let origins = items
+                .drain(..)
+                .map(|p| Origin {
+                    key: p.key,
+                    file: p.file,
+                    line: p.line,
+                })
+                .collect();
+            self.chunks.push(Chunk {
+                partition,
+                batch,
+                origins,
+            });
+        }
+        self.pending_rows = 0;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<Chunk>> {
+        self.convert()?;
+        Ok(self.chunks)
+    }
 }
 
 struct Loader<'a> {
@@ -100,17 +192,14 @@ impl Loader<'_> {
     ) -> Result<Parsed> {
         canonicalize_record(self.record_type(), &mut record, "")
             .map_err(|e| self.input_error(file, line, e))?;
-        scratch.clear();
-        encode_record(scratch, &record);
-        if scratch.len() > self.record_max_bytes {
+        if let Some(actual) = encoded_size_over(&record, self.record_max_bytes, scratch) {
             return Err(self.input_error(
                 file,
                 line,
                 ModelError::InvalidValue {
                     field: "$".to_string(),
                     message: format!(
-                        "record is {} bytes, over the record_max_bytes limit of {}",
-                        scratch.len(),
+                        "record is {actual} bytes, over the record_max_bytes limit of {}",
                         self.record_max_bytes
                     ),
                 },
@@ -127,7 +216,7 @@ impl Loader<'_> {
         })
     }
 
-    fn parse_json_lines(&self, file: u32, threads: usize) -> Result<Vec<Parsed>> {
+    fn parse_json_lines(&self, file: u32, threads: usize) -> Result<Vec<Chunk>> {
         let path = &self.files[file as usize];
         let bytes = std::fs::read(path).map_err(|e| StorageError::io(path, e))?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
@@ -164,12 +253,12 @@ impl Loader<'_> {
             line += text[start..end].bytes().filter(|&b| b == b'\n').count() as u64;
             start = end;
         }
-        let results: Vec<Result<Vec<Parsed>>> = std::thread::scope(|s| {
+        let results: Vec<Result<Vec<Chunk>>> = std::thread::scope(|s| {
             let handles: Vec<_> = chunks
                 .into_iter()
                 .map(|(chunk, first_line)| {
                     s.spawn(move || {
-                        let mut out = Vec::new();
+                        let mut out = ChunkBuilder::new(self.dataset);
                         let mut scratch = Vec::new();
                         for (i, line_text) in chunk.lines().enumerate() {
                             if line_text.trim().is_empty() {
@@ -178,9 +267,9 @@ impl Loader<'_> {
                             let line = first_line + i as u64;
                             let record = record_from_json_text(self.record_type(), line_text)
                                 .map_err(|e| self.input_error(file, line, e))?;
-                            out.push(self.finish(record, file, line, &mut scratch)?);
+                            out.push(self.finish(record, file, line, &mut scratch)?)?;
                         }
-                        Ok(out)
+                        out.finish()
                     })
                 })
                 .collect();
@@ -196,7 +285,7 @@ impl Loader<'_> {
         Ok(all)
     }
 
-    fn parse_csv(&self, file: u32) -> Result<Vec<Parsed>> {
+    fn parse_csv(&self, file: u32) -> Result<Vec<Chunk>> {
         let path = &self.files[file as usize];
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(true)
@@ -216,7 +305,7 @@ impl Loader<'_> {
                     .map(|i| self.record_type().fields[i].data_type.clone())
             })
             .collect();
-        let mut out = Vec::new();
+        let mut out = ChunkBuilder::new(self.dataset);
         let mut scratch = Vec::new();
         for row in reader.records() {
             let row = row.map_err(|e| {
@@ -240,12 +329,12 @@ impl Loader<'_> {
             }
             let record = record_from_json(self.record_type(), &Json::Object(object))
                 .map_err(|e| self.input_error(file, line, e))?;
-            out.push(self.finish(record, file, line, &mut scratch)?);
+            out.push(self.finish(record, file, line, &mut scratch)?)?;
         }
-        Ok(out)
+        out.finish()
     }
 
-    fn parse_parquet(&self, file: u32) -> Result<Vec<Parsed>> {
+    fn parse_parquet(&self, file: u32) -> Result<Vec<Chunk>> {
         let path = &self.files[file as usize];
         let handle = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
         let parquet_error = |e: &dyn std::fmt::Display| StorageError::Parquet {
@@ -258,7 +347,7 @@ impl Loader<'_> {
             .build()
             .map_err(|e| parquet_error(&e))?;
         let record_type = self.record_type().clone();
-        let mut out = Vec::new();
+        let mut out = ChunkBuilder::new(self.dataset);
         let mut scratch = Vec::new();
         let mut row_number = 0u64;
         for batch in reader {
@@ -340,10 +429,10 @@ impl Loader<'_> {
                     values,
                     extra: (!extra.is_empty()).then(|| Json::Object(extra).to_string()),
                 };
-                out.push(self.finish(record, file, row_number, &mut scratch)?);
+                out.push(self.finish(record, file, row_number, &mut scratch)?)?;
             }
         }
-        Ok(out)
+        out.finish()
     }
 }
 
@@ -416,26 +505,43 @@ impl Storage {
                 InputFormat::Parquet => loader.parse_parquet(file)?,
             });
         }
-        let records = parsed.len() as u64;
+        let parse = started.elapsed();
+        let phase = Instant::now();
 
-        // Partition, then sort each partition by key and reject repeated keys.
+        // Gather each partition's batches and row origins, sort rows by key, reject repeats.
         let partition_count = dataset.shape.partition_count as usize;
-        let mut partitions: Vec<Vec<Parsed>> = (0..partition_count).map(|_| Vec::new()).collect();
-        for item in parsed {
-            partitions[item.key.partition(partition_count as u32) as usize].push(item);
+        let mut partitions: Vec<PartitionInput> = (0..partition_count)
+            .map(|_| PartitionInput::default())
+            .collect();
+        for chunk in parsed {
+            let target = &mut partitions[chunk.partition];
+            let batch_index = target.batches.len();
+            target
+                .rows
+                .extend((0..chunk.origins.len()).map(|row| (batch_index, row)));
+            target.origins.extend(chunk.origins);
+            target.batches.push(chunk.batch);
         }
-        run_parallel(&mut partitions, threads, |items| {
-            items.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let records: u64 = partitions.iter().map(|p| p.origins.len() as u64).sum();
+        run_parallel(&mut partitions, threads, |input| {
+            let mut order: Vec<usize> = (0..input.origins.len()).collect();
+            order.sort_unstable_by(|&a, &b| input.origins[a].key.cmp(&input.origins[b].key));
+            input.rows = order.iter().map(|&i| input.rows[i]).collect();
+            input.sorted_origins = order;
             Ok(())
         })?;
-        for items in &partitions {
-            if let Some(pair) = items.windows(2).find(|w| w[0].key == w[1].key) {
-                let (first, second) =
-                    if (pair[0].file, pair[0].line) <= (pair[1].file, pair[1].line) {
-                        (&pair[0], &pair[1])
-                    } else {
-                        (&pair[1], &pair[0])
-                    };
+        for input in &partitions {
+            let repeated = input
+                .sorted_origins
+                .windows(2)
+                .map(|w| (&input.origins[w[0]], &input.origins[w[1]]))
+                .find(|(a, b)| a.key == b.key);
+            if let Some((a, b)) = repeated {
+                let (first, second) = if (a.file, a.line) <= (b.file, b.line) {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
                 return Err(StorageError::DuplicateKeyInInput {
                     file: files[second.file as usize].clone(),
                     line: second.line,
@@ -444,97 +550,66 @@ impl Storage {
                 });
             }
         }
+        let sort = phase.elapsed();
+        let phase = Instant::now();
 
         // Write components, one or more per partition, on every core.
         let rows_per_component = options.bulk_load_component_rows.max(1);
-        let mut planned: Vec<(usize, Vec<(u64, std::ops::Range<usize>)>)> = partitions
-            .iter()
-            .enumerate()
-            .map(|(p, items)| {
-                let chunks = (0..items.len())
-                    .step_by(rows_per_component)
-                    .map(|start| {
-                        (
-                            dataset.allocate_component_id(),
-                            start..(start + rows_per_component).min(items.len()),
-                        )
-                    })
-                    .collect();
-                (p, chunks)
-            })
-            .collect();
-        let written: Vec<Result<Vec<Arc<crate::component::DiskComponent>>>> = {
-            let mut results = Vec::new();
-            let work = std::sync::Mutex::new(planned.drain(..).collect::<Vec<_>>());
-            let collected = std::sync::Mutex::new(Vec::new());
-            std::thread::scope(|s| {
-                for _ in 0..threads {
-                    s.spawn(|| {
-                        loop {
-                            let next = work.lock().map(|mut w| w.pop()).unwrap_or(None);
-                            let Some((p, chunks)) = next else { break };
-                            let mut made = Vec::new();
-                            let mut outcome = Ok(());
-                            for (id, range) in chunks {
-                                let path =
-                                    dataset.dir.join(Dataset::component_relative_path(p, id));
-                                let records: Vec<&Record> =
-                                    partitions[p][range].iter().map(|i| &i.record).collect();
-                                let step = crate::component::write_component(
-                                    &path,
-                                    &dataset.shape,
-                                    &records,
-                                    options.row_group_rows,
-                                )
-                                .and_then(|_| {
-                                    crate::wal::sync_dir(&crate::dataset::partition_dir(
-                                        &dataset.dir,
-                                        p,
-                                    ))
-                                })
-                                .and_then(|_| {
-                                    crate::component::DiskComponent::open(
-                                        id,
-                                        path.clone(),
-                                        dataset.shape.clone(),
-                                        dataset.caches.clone(),
-                                    )
-                                });
-                                match step {
-                                    Ok(component) => made.push(Arc::new(component)),
-                                    Err(e) => {
-                                        let _ = std::fs::remove_file(&path);
-                                        outcome = Err(e);
-                                        break;
-                                    }
-                                }
-                            }
-                            if let Ok(mut c) = collected.lock() {
-                                c.push((p, outcome.map(|()| made)));
-                            }
-                        }
-                    });
-                }
-            });
-            let mut collected = collected.into_inner().unwrap_or_default();
-            collected.sort_by_key(|(p, _)| *p);
-            for (_, r) in collected {
-                results.push(r);
+        let mut jobs: Vec<(usize, u64, std::ops::Range<usize>)> = Vec::new();
+        for (p, input) in partitions.iter().enumerate() {
+            for start in (0..input.rows.len()).step_by(rows_per_component) {
+                let end = (start + rows_per_component).min(input.rows.len());
+                jobs.push((p, dataset.allocate_component_id(), start..end));
             }
-            results
-        };
-        let mut components: Vec<Vec<Arc<crate::component::DiskComponent>>> = Vec::new();
+        }
+        let job_queue = std::sync::Mutex::new(jobs);
+        let written = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    loop {
+                        let next = job_queue.lock().map(|mut q| q.pop()).unwrap_or(None);
+                        let Some((p, id, range)) = next else { break };
+                        let path = dataset.dir.join(Dataset::component_relative_path(p, id));
+                        let input = &partitions[p];
+                        let step = write_interleaved(
+                            &path,
+                            &dataset.shape,
+                            &input.batches,
+                            &input.rows[range],
+                            options.row_group_rows,
+                        )
+                        .and_then(|_| sync_dir(&partition_dir(&dataset.dir, p)))
+                        .and_then(|_| {
+                            DiskComponent::open(
+                                id,
+                                path.clone(),
+                                dataset.shape.clone(),
+                                dataset.caches.clone(),
+                            )
+                        });
+                        if step.is_err() {
+                            let _ = std::fs::remove_file(&path);
+                        }
+                        if let Ok(mut w) = written.lock() {
+                            w.push((p, step.map(Arc::new)));
+                        }
+                    }
+                });
+            }
+        });
+        let mut components: Vec<Vec<Arc<DiskComponent>>> =
+            (0..partition_count).map(|_| Vec::new()).collect();
         let mut first_error = None;
-        for result in written {
+        for (p, result) in written.into_inner().unwrap_or_default() {
             match result {
-                Ok(made) => components.push(made),
+                Ok(component) => components[p].push(component),
                 Err(e) => {
                     first_error.get_or_insert(e);
-                    components.push(Vec::new());
                 }
             }
         }
-        let discard = |components: &[Vec<Arc<crate::component::DiskComponent>>]| {
+        let discard = |components: &[Vec<Arc<DiskComponent>>]| {
             for component in components.iter().flatten() {
                 component.mark_obsolete();
             }
@@ -544,6 +619,8 @@ impl Storage {
             return Err(e);
         }
         let component_count = components.iter().map(Vec::len).sum();
+        let write = phase.elapsed();
+        let phase = Instant::now();
 
         // Install: quiesce and flush every partition, check keys are new, add the components,
         // and replace the manifest once. Lock order: flush locks, manifest, partition states.
@@ -558,11 +635,11 @@ impl Storage {
             for (index, state) in states.iter_mut().enumerate() {
                 dataset.flush_locked(index, state, options.row_group_rows)?;
             }
-            for (index, items) in partitions.iter().enumerate() {
+            for (index, input) in partitions.iter().enumerate() {
                 if states[index].slots.is_empty() {
                     continue;
                 }
-                for item in items {
+                for item in &input.origins {
                     if states[index].locate(&item.key)?.is_some() {
                         return Err(StorageError::InvalidInput {
                             file: files[item.file as usize].clone(),
@@ -622,8 +699,23 @@ impl Storage {
             input_bytes,
             components: component_count,
             elapsed: started.elapsed(),
+            parse,
+            sort,
+            write,
+            install: phase.elapsed(),
         })
     }
+}
+
+/// One partition's share of a load.
+#[derive(Default)]
+struct PartitionInput {
+    batches: Vec<RecordBatch>,
+    origins: Vec<Origin>,
+    /// (batch, row) of every input row; after sorting, in key order.
+    rows: Vec<(usize, usize)>,
+    /// Indexes into `origins`, in key order.
+    sorted_origins: Vec<usize>,
 }
 
 /// Runs `work` on each item using up to `threads` threads.

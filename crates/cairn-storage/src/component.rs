@@ -188,6 +188,32 @@ pub fn write_component_batches(
     Ok(bytes)
 }
 
+/// Writes the rows `rows` (batch index, row index) of `batches`, in that order, as a component.
+/// The rows must be sorted by key with unique keys. Used by merges and bulk load, which both
+/// gather sorted rows from many batches.
+pub fn write_interleaved(
+    path: &Path,
+    shape: &DatasetShape,
+    batches: &[RecordBatch],
+    rows: &[(usize, usize)],
+    row_group_rows: usize,
+) -> Result<u64> {
+    let chunk_rows = row_group_rows.max(1);
+    let schema = shape.schema.clone();
+    let output = rows.chunks(chunk_rows).map(|chunk| {
+        let columns = (0..schema.fields().len())
+            .map(|c| {
+                let arrays: Vec<&dyn Array> =
+                    batches.iter().map(|b| b.column(c).as_ref()).collect();
+                arrow::compute::interleave(&arrays, chunk)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| parquet_error(path, e))?;
+        RecordBatch::try_new(schema.clone(), columns).map_err(|e| parquet_error(path, e))
+    });
+    write_component_batches(path, shape, output, rows.len(), chunk_rows)
+}
+
 /// Key range and bloom filter of one row group, kept resident for point reads.
 struct RowGroupFence {
     first_row: u64,

@@ -59,6 +59,17 @@ pub fn partition_dir(dataset_dir: &Path, partition: usize) -> PathBuf {
     dataset_dir.join(format!("p{partition}"))
 }
 
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("name", &self.shape.name)
+            .field("id", &self.shape.id)
+            .field("partitions", &self.shape.partition_count)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
 impl Dataset {
     /// Builds the in-memory dataset for a manifest, opening its components and deletion
     /// vectors.
@@ -262,15 +273,13 @@ impl Dataset {
     ) -> Result<Key> {
         canonicalize_record(&self.shape.dataset_type.record, record, "")
             .map_err(|e| self.invalid(position, e))?;
-        scratch.clear();
-        encode_record(scratch, record);
-        if scratch.len() > options.record_max_bytes {
+        if let Some(actual) = encoded_size_over(record, options.record_max_bytes, scratch) {
             return Err(StorageError::LimitExceeded {
                 what: format!(
                     "record at batch position {position} of dataset `{}`",
                     self.shape.name
                 ),
-                actual: scratch.len(),
+                actual,
                 limit: options.record_max_bytes,
                 setting: "record_max_bytes",
             });
@@ -517,6 +526,21 @@ impl Dataset {
         }
         files
     }
+}
+
+/// The encoded size of `record` if it is over `limit` bytes. The in-memory size bounds the
+/// encoded size from above, so the encoding is only computed for records that may be over.
+pub(crate) fn encoded_size_over(
+    record: &Record,
+    limit: usize,
+    scratch: &mut Vec<u8>,
+) -> Option<usize> {
+    if record.approximate_size() <= limit {
+        return None;
+    }
+    scratch.clear();
+    encode_record(scratch, record);
+    (scratch.len() > limit).then_some(scratch.len())
 }
 
 /// A deletion vector generation the manifest being written will name.

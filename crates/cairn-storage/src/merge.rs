@@ -5,13 +5,13 @@
 //! install time by comparing each input's deletion vector with the snapshot the merge read, and
 //! are marked in the output through the input-row → output-row mapping the merge recorded.
 
-use crate::component::{DiskComponent, key_at, write_component_batches};
+use crate::component::{DiskComponent, key_at, write_interleaved};
 use crate::dataset::{Dataset, partition_dir};
 use crate::error::{Result, StorageError};
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Slot};
 use crate::wal::{Wal, sync_dir};
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use roaring::RoaringTreemap;
 use std::sync::Arc;
 
@@ -171,27 +171,8 @@ impl Dataset {
         let id = self.allocate_component_id();
         let path = self.dir.join(Self::component_relative_path(index, id));
         if !entries.is_empty() {
-            let chunk_rows = options.row_group_rows.max(1);
-            let schema = self.shape.schema.clone();
-            let output = entries.chunks(chunk_rows).map(|chunk| {
-                let indices: Vec<(usize, usize)> = chunk.iter().map(|e| (e.1, e.2)).collect();
-                let columns = (0..schema.fields().len())
-                    .map(|c| {
-                        let arrays: Vec<&dyn Array> =
-                            batches.iter().map(|b| b.column(c).as_ref()).collect();
-                        arrow::compute::interleave(&arrays, &indices)
-                    })
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| StorageError::Parquet {
-                        path: path.clone(),
-                        message: e.to_string(),
-                    })?;
-                RecordBatch::try_new(schema.clone(), columns).map_err(|e| StorageError::Parquet {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })
-            });
-            write_component_batches(&path, &self.shape, output, entries.len(), chunk_rows)?;
+            let rows: Vec<(usize, usize)> = entries.iter().map(|e| (e.1, e.2)).collect();
+            write_interleaved(&path, &self.shape, &batches, &rows, options.row_group_rows)?;
             sync_dir(&partition_dir(&self.dir, index))?;
         }
         drop(batches);

@@ -431,3 +431,122 @@ fn background_flush_and_merge_keep_component_count_bounded() {
     );
     assert_eq!(stats.live_rows, 200);
 }
+
+#[test]
+fn oversized_records_in_a_load_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = cairn_storage::StorageOptions {
+        record_max_bytes: 300,
+        ..test_options()
+    };
+    let storage = cairn_storage::Storage::open(dir.path(), options).unwrap();
+    storage
+        .create_dataset("items", item_dataset_type(), None)
+        .unwrap();
+    let input = tempfile::tempdir().unwrap();
+    let path = input.path().join("big.json");
+    let big = format!(
+        "{{\"id\": 2, \"v\": 1, \"tags\": [], \"name\": \"{}\"}}",
+        "x".repeat(400)
+    );
+    std::fs::write(
+        &path,
+        format!("{{\"id\": 1, \"v\": 1, \"tags\": []}}\n{big}\n"),
+    )
+    .unwrap();
+    let err = storage
+        .load("items", &[path], None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("big.json:2") && err.contains("record_max_bytes"),
+        "{err}"
+    );
+    assert_eq!(storage.get("items", &Key::int(1)).unwrap(), None);
+}
+
+#[test]
+fn every_durability_setting_keeps_writes_across_a_clean_reopen() {
+    for durability in [
+        cairn_storage::Durability::Always,
+        cairn_storage::Durability::Interval,
+        cairn_storage::Durability::None,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = cairn_storage::StorageOptions {
+            durability,
+            wal_sync_interval_ms: 5,
+            ..Default::default()
+        };
+        let storage = cairn_storage::Storage::open(dir.path(), options.clone()).unwrap();
+        storage
+            .create_dataset("items", item_dataset_type(), None)
+            .unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let storage = &storage;
+                s.spawn(move || {
+                    for i in 0..50 {
+                        storage.insert("items", item(t * 1000 + i, i)).unwrap();
+                    }
+                });
+            }
+        });
+        storage.close().unwrap();
+        let storage = cairn_storage::Storage::open(dir.path(), options).unwrap();
+        assert_eq!(
+            storage.stats("items").unwrap().live_rows,
+            200,
+            "{durability:?}"
+        );
+        assert_eq!(
+            storage.get("items", &Key::int(3049)).unwrap(),
+            Some(item(3049, 49))
+        );
+    }
+}
+
+#[test]
+fn a_second_process_cannot_open_the_same_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = open(dir.path());
+    let err = cairn_storage::Storage::open(dir.path(), test_options())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("LOCK") && err.contains("another process"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dropped_datasets_stay_dropped_and_names_can_be_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 2);
+    storage.insert("items", item(1, 1)).unwrap();
+    storage.drop_dataset("items").unwrap();
+    storage
+        .create_dataset("items", item_dataset_type(), None)
+        .unwrap();
+    storage.insert("items", item(2, 2)).unwrap();
+    drop(storage);
+    let storage = open(dir.path());
+    assert_eq!(
+        storage.get("items", &Key::int(1)).unwrap(),
+        None,
+        "old WAL frames ignored"
+    );
+    assert_eq!(
+        storage.get("items", &Key::int(2)).unwrap(),
+        Some(item(2, 2))
+    );
+    let err = storage
+        .create_dataset("bad-name", item_dataset_type(), None)
+        .unwrap_err();
+    assert!(err.to_string().contains("bad-name"));
+    let err = storage
+        .create_dataset("zero", item_dataset_type(), Some(0))
+        .unwrap_err();
+    assert!(err.to_string().contains("partitions"));
+}
