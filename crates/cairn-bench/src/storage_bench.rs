@@ -43,6 +43,9 @@ pub struct InsertResult {
     pub records: u64,
     pub seconds: f64,
     pub records_per_second: f64,
+    /// WAL fsyncs during the measurement, and commits folded into each.
+    pub wal_syncs: u64,
+    pub records_per_sync: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -168,11 +171,11 @@ pub fn run(config: &StorageBenchConfig) -> Result<StorageBenchReport, Box<dyn st
     }
 
     eprintln!("single-record inserts");
-    let template = std::fs::read_to_string(&input)?
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let mut template = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(std::fs::File::open(&input)?),
+        &mut template,
+    )?;
     let record_type = gleambook_users_type().record;
     let base = record_from_json_text(&record_type, &template)?;
     let mut inserts = Vec::new();
@@ -258,6 +261,7 @@ fn measure_inserts(
     let stop = Arc::new(AtomicBool::new(false));
     let inserted = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
+    let syncs_before = storage.wal_syncs();
     let started = Instant::now();
     std::thread::scope(|s| {
         for writer in 0..writers {
@@ -283,11 +287,14 @@ fn measure_inserts(
         return Err(format!("{} inserts failed", failures.load(Ordering::Relaxed)).into());
     }
     let records = inserted.load(Ordering::Relaxed);
+    let wal_syncs = storage.wal_syncs() - syncs_before;
     Ok(InsertResult {
         writers,
         records,
         seconds: elapsed,
         records_per_second: records as f64 / elapsed,
+        wal_syncs,
+        records_per_sync: records as f64 / wal_syncs.max(1) as f64,
     })
 }
 
@@ -328,11 +335,12 @@ fn markdown(report: &StorageBenchReport, raw: &Path) -> String {
     ));
     for insert in &report.inserts {
         md.push_str(&format!(
-            "| single-record INSERT, durability `always`, {} writer(s) | {:.0} records/s ({} in {:.1} s) | {} |\n",
+            "| single-record INSERT, durability `always`, {} writer(s) | {:.0} records/s ({} in {:.1} s; {:.1} commits per WAL fsync) | {} |\n",
             insert.writers,
             insert.records_per_second,
             insert.records,
             insert.seconds,
+            insert.records_per_sync,
             if insert.writers >= 16 { "≥ 50,000 records/s" } else { "—" }
         ));
     }

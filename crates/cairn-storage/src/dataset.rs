@@ -37,6 +37,11 @@ pub struct WriteReceipt {
     pub lsn: u64,
     /// Deletes that found no record.
     pub deletes_missed: usize,
+    /// A partition written to has a memory component past its flush size.
+    pub flush_wanted: bool,
+    /// A partition written to is at its component limit or far over its flush size: the
+    /// writer should wait for background work before writing more.
+    pub overloaded: bool,
 }
 
 pub struct Partition {
@@ -190,6 +195,8 @@ impl Dataset {
             return Ok(WriteReceipt {
                 lsn: wal.next_lsn().saturating_sub(1),
                 deletes_missed: 0,
+                flush_wanted: false,
+                overloaded: false,
             });
         }
         let body = encode_body(
@@ -246,9 +253,8 @@ impl Dataset {
                 .get_mut(&(partition as usize))
                 .ok_or(StorageError::Closed)?;
             match op {
-                LoggedOp::Insert(record) | LoggedOp::Upsert(record) => {
-                    state.put(key, Arc::new(record), lsn)?
-                }
+                LoggedOp::Insert(record) => state.put(key, Arc::new(record), lsn, true)?,
+                LoggedOp::Upsert(record) => state.put(key, Arc::new(record), lsn, false)?,
                 LoggedOp::Delete(_) => {
                     if !state.delete(&key, lsn)? {
                         deletes_missed += 1;
@@ -256,11 +262,19 @@ impl Dataset {
                 }
             }
         }
+        let flush_bytes = options.memtable_flush_bytes;
+        let flush_wanted = guards.values().any(|s| s.memtable_bytes >= flush_bytes);
+        let overloaded = guards.values().any(|s| {
+            s.disk_component_count() >= options.components_per_partition_max
+                || (s.frozen_count() > 0 && s.memtable_bytes >= 2 * flush_bytes)
+        });
         drop(guards);
         wal.commit(lsn)?;
         Ok(WriteReceipt {
             lsn,
             deletes_missed,
+            flush_wanted,
+            overloaded,
         })
     }
 
@@ -332,7 +346,7 @@ impl Dataset {
                 let key = record
                     .key(&self.shape.dataset_type)
                     .map_err(|e| StorageError::corrupt(&self.dir, e.to_string()))?;
-                state.put(key, Arc::new(record), lsn)
+                state.put(key, Arc::new(record), lsn, false)
             }
             LoggedOp::Delete(key) => state.delete(&key, lsn).map(|_| ()),
         }

@@ -14,6 +14,7 @@ use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::{Key, Record};
 use roaring::RoaringTreemap;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::{Arc, OnceLock};
 
 /// A memory component that is being flushed: sorted, immutable, still served from memory.
@@ -145,6 +146,18 @@ pub struct PartitionState {
     pub last_lsn: u64,
 }
 
+/// The (slot, row) of the live version of `key` among components, newest first.
+fn locate_in_slots(slots: &[Slot], key: &Key) -> Result<Option<(usize, u64)>> {
+    for (index, slot) in slots.iter().enumerate() {
+        if let Some(row) = slot.component.find(key)?
+            && !slot.deleted.contains(row)
+        {
+            return Ok(Some((index, row)));
+        }
+    }
+    Ok(None)
+}
+
 fn entry_bytes(key: &Key, record: &Record) -> usize {
     std::mem::size_of::<Key>() + key.0.len() * 24 + record.approximate_size()
 }
@@ -155,14 +168,7 @@ impl PartitionState {
         if self.memtable.contains_key(key) {
             return Ok(Some(Location::Memtable));
         }
-        for (index, slot) in self.slots.iter().enumerate() {
-            if let Some(row) = slot.component.find(key)?
-                && !slot.deleted.contains(row)
-            {
-                return Ok(Some(Location::Component { slot: index, row }));
-            }
-        }
-        Ok(None)
+        Ok(locate_in_slots(&self.slots, key)?.map(|(slot, row)| Location::Component { slot, row }))
     }
 
     /// The live version of `key`, as a component handle and row or a memtable record.
@@ -182,17 +188,33 @@ impl PartitionState {
         self.memtable_first_lsn.get_or_insert(lsn);
     }
 
-    /// Makes `record` the current version of `key` (insert or upsert).
-    pub fn put(&mut self, key: Key, record: Arc<Record>, lsn: u64) -> Result<()> {
+    /// Makes `record` the current version of `key` (insert or upsert). `known_absent` says the
+    /// caller has just checked that no version exists (a validated INSERT), which skips the
+    /// search of the components.
+    pub fn put(
+        &mut self,
+        key: Key,
+        record: Arc<Record>,
+        lsn: u64,
+        known_absent: bool,
+    ) -> Result<()> {
         self.note_write(lsn);
         let added = entry_bytes(&key, &record);
-        if !self.memtable.contains_key(&key)
-            && let Some(Location::Component { slot, row }) = self.locate(&key)?
-        {
-            self.slots[slot].mark_deleted(row);
-        }
-        if let Some(old) = self.memtable.insert(key.clone(), record) {
-            self.memtable_bytes = self.memtable_bytes.saturating_sub(entry_bytes(&key, &old));
+        match self.memtable.entry(key) {
+            Entry::Occupied(mut entry) => {
+                let old = entry.insert(record);
+                self.memtable_bytes = self
+                    .memtable_bytes
+                    .saturating_sub(entry_bytes(entry.key(), &old));
+            }
+            Entry::Vacant(entry) => {
+                if !known_absent
+                    && let Some((slot, row)) = locate_in_slots(&self.slots, entry.key())?
+                {
+                    self.slots[slot].mark_deleted(row);
+                }
+                entry.insert(record);
+            }
         }
         self.memtable_bytes += added;
         Ok(())

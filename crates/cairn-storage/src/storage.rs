@@ -343,14 +343,13 @@ impl Storage {
     /// Applies a batch atomically and durably (per the durability setting).
     pub fn write(&self, dataset: &str, ops: Vec<WriteOp>) -> Result<WriteReceipt> {
         let dataset = self.dataset(dataset)?;
-        self.wait_while_overloaded(&dataset);
         let receipt = dataset.write(&self.inner.wal, &self.inner.options, ops)?;
-        if dataset
-            .partitions
-            .iter()
-            .any(|p| p.state.read().memtable_bytes >= self.inner.options.memtable_flush_bytes)
-        {
+        if receipt.flush_wanted {
             self.inner.signal_work();
+        }
+        if receipt.overloaded {
+            // Backpressure: this write is done, but the writer waits before its next one.
+            self.wait_while_overloaded(&dataset);
         }
         Ok(receipt)
     }
@@ -457,6 +456,11 @@ impl Storage {
     /// Bytes read from component files since the instance opened.
     pub fn bytes_read(&self) -> u64 {
         self.inner.caches.bytes_read.load(Ordering::Relaxed)
+    }
+
+    /// fsyncs of the WAL since the instance opened.
+    pub fn wal_syncs(&self) -> u64 {
+        self.inner.wal.sync_count()
     }
 
     /// Number of WAL segment files.

@@ -63,6 +63,8 @@ pub struct Wal {
     segment_bytes: u64,
     state: Mutex<WalState>,
     io_done: Condvar,
+    /// fsyncs performed, to show how many commits group commit folds into one.
+    syncs: std::sync::atomic::AtomicU64,
 }
 
 impl Wal {
@@ -136,6 +138,7 @@ impl Wal {
                 failed: None,
             }),
             io_done: Condvar::new(),
+            syncs: std::sync::atomic::AtomicU64::new(0),
         };
         let segment = wal.create_segment(next_lsn)?;
         let mut state = wal.state.lock();
@@ -278,6 +281,8 @@ impl Wal {
                 .file
                 .sync_data()
                 .map_err(|e| StorageError::io(&current.path, e))?;
+            self.syncs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(closed)
     }
@@ -306,6 +311,11 @@ impl Wal {
             }
         }
         Ok(())
+    }
+
+    /// fsyncs of the log since it was opened.
+    pub fn sync_count(&self) -> u64 {
+        self.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Number of segment files, for tests and metrics.
