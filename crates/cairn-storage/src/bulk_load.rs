@@ -16,7 +16,8 @@ use crate::wal::sync_dir;
 use arrow::array::RecordBatch;
 use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::arrow_mapping::{arrow_type, value_at};
-use cairn_model::json::{record_from_json, record_from_json_text};
+use cairn_model::json::record_from_json;
+use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_model::{DataType, Key, ModelError, Record, RecordType};
 use serde_json::{Map, Value as Json};
@@ -167,6 +168,7 @@ struct Loader<'a> {
     dataset: &'a Dataset,
     files: &'a [PathBuf],
     record_max_bytes: usize,
+    read_block_bytes: usize,
 }
 
 impl Loader<'_> {
@@ -216,29 +218,88 @@ impl Loader<'_> {
         })
     }
 
+    /// Reads a JSON Lines file in blocks of `load_read_block_bytes` (reusing one buffer, so a
+    /// large file costs no more memory than a block) and parses each block on every core.
     fn parse_json_lines(&self, file: u32, threads: usize) -> Result<Vec<Chunk>> {
+        use std::io::Read;
         let path = &self.files[file as usize];
-        let bytes = std::fs::read(path).map_err(|e| StorageError::io(path, e))?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| {
-            let line = bytes[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count() as u64
-                + 1;
-            self.input_error(
-                file,
-                line,
-                ModelError::InvalidValue {
-                    field: "$".into(),
-                    message: "input is not valid UTF-8".into(),
-                },
-            )
-        })?;
-        // Split at line boundaries into one chunk per thread, remembering each chunk's first
+        let mut reader = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
+        let block_bytes = self.read_block_bytes.max(1);
+        let mut block: Vec<u8> = Vec::with_capacity(block_bytes);
+        let mut carry: Vec<u8> = Vec::new();
+        let mut first_line = 1u64;
+        let mut all = Vec::new();
+        loop {
+            block.clear();
+            block.append(&mut carry);
+            let wanted = block_bytes
+                .saturating_sub(block.len())
+                .max(block_bytes / 4)
+                .max(1) as u64;
+            let read = (&mut reader)
+                .take(wanted)
+                .read_to_end(&mut block)
+                .map_err(|e| StorageError::io(path, e))?;
+            let at_end = (read as u64) < wanted;
+            if !at_end {
+                match block.iter().rposition(|&b| b == b'\n') {
+                    Some(last) => carry.extend_from_slice(&block[last + 1..]),
+                    None if block.len()
+                        > self.record_max_bytes.saturating_mul(4).max(block_bytes) =>
+                    {
+                        return Err(self.input_error(
+                            file,
+                            first_line,
+                            ModelError::InvalidValue {
+                                field: "$".into(),
+                                message: format!("line is longer than {} bytes", block.len()),
+                            },
+                        ));
+                    }
+                    None => {
+                        carry.append(&mut block);
+                        continue;
+                    }
+                }
+                block.truncate(block.len() - carry.len());
+            }
+            let text = std::str::from_utf8(&block).map_err(|e| {
+                let line = first_line
+                    + block[..e.valid_up_to()]
+                        .iter()
+                        .filter(|&&b| b == b'\n')
+                        .count() as u64;
+                self.input_error(
+                    file,
+                    line,
+                    ModelError::InvalidValue {
+                        field: "$".into(),
+                        message: "input is not valid UTF-8".into(),
+                    },
+                )
+            })?;
+            all.extend(self.parse_json_block(text, first_line, file, threads)?);
+            first_line += block.iter().filter(|&&b| b == b'\n').count() as u64;
+            if at_end {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Parses whole lines of `text` (starting at line `first_line`) on `threads` threads.
+    fn parse_json_block(
+        &self,
+        text: &str,
+        first_line: u64,
+        file: u32,
+        threads: usize,
+    ) -> Result<Vec<Chunk>> {
+        // Split at line boundaries into one piece per thread, remembering each piece's first
         // line number so errors name the right line.
-        let mut chunks: Vec<(&str, u64)> = Vec::new();
+        let mut pieces: Vec<(&str, u64)> = Vec::new();
         let mut start = 0usize;
-        let mut line = 1u64;
+        let mut line = first_line;
         let target = text.len() / threads.max(1) + 1;
         while start < text.len() {
             let mut end = (start + target).min(text.len());
@@ -249,23 +310,23 @@ impl Loader<'_> {
                 Some(offset) => end + offset + 1,
                 None => text.len(),
             };
-            chunks.push((&text[start..end], line));
+            pieces.push((&text[start..end], line));
             line += text[start..end].bytes().filter(|&b| b == b'\n').count() as u64;
             start = end;
         }
         let results: Vec<Result<Vec<Chunk>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = chunks
+            let handles: Vec<_> = pieces
                 .into_iter()
-                .map(|(chunk, first_line)| {
+                .map(|(piece, first_line)| {
                     s.spawn(move || {
                         let mut out = ChunkBuilder::new(self.dataset);
                         let mut scratch = Vec::new();
-                        for (i, line_text) in chunk.lines().enumerate() {
+                        for (i, line_text) in piece.lines().enumerate() {
                             if line_text.trim().is_empty() {
                                 continue;
                             }
                             let line = first_line + i as u64;
-                            let record = record_from_json_text(self.record_type(), line_text)
+                            let record = record_from_json_line(self.record_type(), line_text)
                                 .map_err(|e| self.input_error(file, line, e))?;
                             out.push(self.finish(record, file, line, &mut scratch)?)?;
                         }
@@ -483,6 +544,7 @@ impl Storage {
             dataset: &dataset,
             files,
             record_max_bytes: options.record_max_bytes,
+            read_block_bytes: options.load_read_block_bytes,
         };
         let mut parsed = Vec::new();
         let mut input_bytes = 0u64;

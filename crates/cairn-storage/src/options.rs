@@ -60,6 +60,8 @@ pub struct StorageOptions {
     pub metadata_cache_bytes: usize,
     /// Rows per component written by bulk load before starting another component.
     pub bulk_load_component_rows: usize,
+    /// JSON Lines input is read and parsed this many bytes at a time.
+    pub load_read_block_bytes: usize,
     /// Run flushes and merges on background threads (off in some tests, to step them by hand).
     pub background_work: bool,
 }
@@ -81,6 +83,7 @@ impl Default for StorageOptions {
             row_group_cache_bytes: 256 << 20,
             metadata_cache_bytes: 64 << 20,
             bulk_load_component_rows: 2_000_000,
+            load_read_block_bytes: 64 << 20,
             background_work: true,
         }
     }

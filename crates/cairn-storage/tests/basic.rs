@@ -550,3 +550,38 @@ fn dropped_datasets_stay_dropped_and_names_can_be_reused() {
         .unwrap_err();
     assert!(err.to_string().contains("partitions"));
 }
+
+#[test]
+fn loads_read_in_small_blocks_keep_line_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = cairn_storage::StorageOptions {
+        load_read_block_bytes: 256,
+        bulk_load_component_rows: 50,
+        ..test_options()
+    };
+    let storage = cairn_storage::Storage::open(dir.path(), options).unwrap();
+    storage
+        .create_dataset("items", item_dataset_type(), Some(2))
+        .unwrap();
+    let input = tempfile::tempdir().unwrap();
+    let mut lines: Vec<String> = (0..300)
+        .map(|id| cairn_model::json::record_to_json(&item_type(), &item(id, id)).to_string())
+        .collect();
+    let good = input.path().join("good.json");
+    std::fs::write(&good, lines.join("\n")).unwrap();
+    let report = storage.load("items", &[good], None).unwrap();
+    assert_eq!(report.records, 300);
+    assert!(report.components >= 6, "{} components", report.components);
+    assert_eq!(
+        storage.get("items", &Key::int(299)).unwrap(),
+        Some(item(299, 299))
+    );
+    lines[250] = "{\"id\": 9999, \"v\": \"bad\", \"tags\": []}".to_string();
+    for line in lines.iter_mut().take(250) {
+        *line = line.replace("\"id\":", "\"id\": 1").replacen(' ', "", 1);
+    }
+    let bad = input.path().join("bad.json");
+    std::fs::write(&bad, lines.join("\n")).unwrap();
+    let err = storage.load("items", &[bad], None).unwrap_err().to_string();
+    assert!(err.contains("bad.json:251") && err.contains("`v`"), "{err}");
+}
