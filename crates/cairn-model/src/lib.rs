@@ -7,6 +7,7 @@ pub mod binary;
 pub mod error;
 pub mod field_path;
 pub mod json;
+pub mod json_arrow;
 pub mod json_stream;
 pub mod temporal;
 pub mod types;

@@ -17,6 +17,7 @@ use arrow::array::RecordBatch;
 use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::arrow_mapping::{arrow_type, value_at};
 use cairn_model::json::record_from_json;
+use cairn_model::json_arrow::BatchDecoder;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_model::{DataType, Key, ModelError, Record, RecordType};
@@ -88,21 +89,24 @@ struct Origin {
     line: u64,
 }
 
-/// Parsed records of one partition, converted to Arrow as soon as enough accumulate, so that
-/// a load holds compact columns rather than millions of in-memory value trees.
+/// Parsed rows converted to one Arrow batch, with where each row came from.
 struct Chunk {
-    partition: usize,
     batch: RecordBatch,
     origins: Vec<Origin>,
 }
 
-/// Records converted to Arrow per partition at a time.
+/// An encoded record is at most this many times the size of its JSON text (a one-character
+/// JSON number encodes as a tag and 8 bytes; a point as a tag and 16 bytes).
+const MAX_ENCODED_BYTES_PER_JSON_BYTE: usize = 17;
+
+/// Rows per Arrow batch while loading.
 const CHUNK_ROWS: usize = 8192;
 
+/// Collects coerced records and converts them to Arrow every [`CHUNK_ROWS`], so that a load
+/// holds compact columns rather than millions of in-memory value trees.
 struct ChunkBuilder<'a> {
     dataset: &'a Dataset,
-    pending: Vec<Vec<Parsed>>,
-    pending_rows: usize,
+    pending: Vec<Parsed>,
     chunks: Vec<Chunk>,
 }
 
@@ -110,51 +114,48 @@ impl<'a> ChunkBuilder<'a> {
     fn new(dataset: &'a Dataset) -> Self {
         ChunkBuilder {
             dataset,
-            pending: (0..dataset.shape.partition_count)
-                .map(|_| Vec::new())
-                .collect(),
-            pending_rows: 0,
+            pending: Vec::new(),
             chunks: Vec::new(),
         }
     }
 
     fn push(&mut self, parsed: Parsed) -> Result<()> {
-        let partition = parsed.key.partition(self.dataset.shape.partition_count) as usize;
-        self.pending[partition].push(parsed);
-        self.pending_rows += 1;
-        if self.pending_rows >= CHUNK_ROWS * self.pending.len() {
+        self.pending.push(parsed);
+        if self.pending.len() >= CHUNK_ROWS {
             self.convert()?;
         }
         Ok(())
     }
 
+    fn push_chunk(&mut self, chunk: Chunk) -> Result<()> {
+        self.convert()?;
+        self.chunks.push(chunk);
+        Ok(())
+    }
+
     fn convert(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
         let shape = &self.dataset.shape;
-        for (partition, items) in self.pending.iter_mut().enumerate() {
-            if items.is_empty() {
-                continue;
-            }
-            let records: Vec<&Record> = items.iter().map(|p| &p.record).collect();
-            let batch = records_to_batch(&shape.schema, &shape.dataset_type.record, &records)
-                .map_err(|e| StorageError::InvalidDefinition {
+        let records: Vec<&Record> = self.pending.iter().map(|p| &p.record).collect();
+        let batch =
+            records_to_batch(&shape.schema, &shape.dataset_type.record, &records).map_err(|e| {
+                StorageError::InvalidDefinition {
                     dataset: shape.name.clone(),
                     message: e.to_string(),
-                })?;
-            let origins = items
-                .drain(..)
-                .map(|p| Origin {
-                    key: p.key,
-                    file: p.file,
-                    line: p.line,
-                })
-                .collect();
-            self.chunks.push(Chunk {
-                partition,
-                batch,
-                origins,
-            });
-        }
-        self.pending_rows = 0;
+                }
+            })?;
+        let origins = self
+            .pending
+            .drain(..)
+            .map(|p| Origin {
+                key: p.key,
+                file: p.file,
+                line: p.line,
+            })
+            .collect();
+        self.chunks.push(Chunk { batch, origins });
         Ok(())
     }
 
@@ -218,73 +219,138 @@ impl Loader<'_> {
         })
     }
 
-    /// Reads a JSON Lines file in blocks of `load_read_block_bytes` (reusing one buffer, so a
-    /// large file costs no more memory than a block) and parses each block on every core.
+    /// Reads a JSON Lines file in blocks of `load_read_block_bytes` on a reader thread (two
+    /// buffers, recycled: a large file costs no more memory than two blocks) while the blocks
+    /// already read are parsed on every core.
     fn parse_json_lines(&self, file: u32, threads: usize) -> Result<Vec<Chunk>> {
-        use std::io::Read;
         let path = &self.files[file as usize];
-        let mut reader = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
+        let handle = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
         let block_bytes = self.read_block_bytes.max(1);
-        let mut block: Vec<u8> = Vec::with_capacity(block_bytes);
-        let mut carry: Vec<u8> = Vec::new();
-        let mut first_line = 1u64;
-        let mut all = Vec::new();
-        loop {
-            block.clear();
-            block.append(&mut carry);
-            let wanted = block_bytes
-                .saturating_sub(block.len())
-                .max(block_bytes / 4)
-                .max(1) as u64;
-            let read = (&mut reader)
-                .take(wanted)
-                .read_to_end(&mut block)
-                .map_err(|e| StorageError::io(path, e))?;
-            let at_end = (read as u64) < wanted;
-            if !at_end {
-                match block.iter().rposition(|&b| b == b'\n') {
-                    Some(last) => carry.extend_from_slice(&block[last + 1..]),
-                    None if block.len()
-                        > self.record_max_bytes.saturating_mul(4).max(block_bytes) =>
-                    {
-                        return Err(self.input_error(
-                            file,
-                            first_line,
-                            ModelError::InvalidValue {
-                                field: "$".into(),
-                                message: format!("line is longer than {} bytes", block.len()),
-                            },
-                        ));
-                    }
-                    None => {
-                        carry.append(&mut block);
-                        continue;
+        let mut blocks = BlockReader {
+            source: handle,
+            block_bytes,
+            line_bytes_max: self.record_max_bytes.saturating_mul(4).max(block_bytes),
+            carry: Vec::new(),
+            next_line: 1,
+            done: false,
+        };
+        std::thread::scope(|s| {
+            let (full_tx, full_rx) =
+                std::sync::mpsc::sync_channel::<std::io::Result<(Vec<u8>, u64)>>(1);
+            let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+            for _ in 0..2 {
+                let _ = empty_tx.send(Vec::with_capacity(block_bytes));
+            }
+            s.spawn(move || {
+                while let Ok(mut buffer) = empty_rx.recv() {
+                    match blocks.next_block(&mut buffer) {
+                        Ok(Some(first_line)) => {
+                            if full_tx.send(Ok((buffer, first_line))).is_err() {
+                                break;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = full_tx.send(Err(e));
+                            break;
+                        }
                     }
                 }
-                block.truncate(block.len() - carry.len());
-            }
-            let text = std::str::from_utf8(&block).map_err(|e| {
-                let line = first_line
-                    + block[..e.valid_up_to()]
-                        .iter()
-                        .filter(|&&b| b == b'\n')
-                        .count() as u64;
-                self.input_error(
-                    file,
-                    line,
-                    ModelError::InvalidValue {
-                        field: "$".into(),
-                        message: "input is not valid UTF-8".into(),
+            });
+            let mut all = Vec::new();
+            for block in full_rx {
+                let (buffer, first_line) = block.map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidData => StorageError::InvalidInput {
+                        file: path.clone(),
+                        line: e
+                            .get_ref()
+                            .and_then(|inner| inner.to_string().parse().ok())
+                            .unwrap_or(0),
+                        source: ModelError::InvalidValue {
+                            field: "$".into(),
+                            message: format!("a line is longer than {} bytes", block_bytes),
+                        },
                     },
-                )
-            })?;
-            all.extend(self.parse_json_block(text, first_line, file, threads)?);
-            first_line += block.iter().filter(|&&b| b == b'\n').count() as u64;
-            if at_end {
-                break;
+                    _ => StorageError::io(path, e),
+                })?;
+                let text = std::str::from_utf8(&buffer).map_err(|e| {
+                    let line = first_line + count_lines(&buffer[..e.valid_up_to()]);
+                    self.input_error(
+                        file,
+                        line,
+                        ModelError::InvalidValue {
+                            field: "$".into(),
+                            message: "input is not valid UTF-8".into(),
+                        },
+                    )
+                })?;
+                all.extend(self.parse_json_block(text, first_line, file, threads)?);
+                let _ = empty_tx.send(buffer);
+            }
+            Ok(all)
+        })
+    }
+
+    /// Parses one piece of whole lines. Lines go straight into Arrow columns
+    /// ([`BatchDecoder`]); a batch in which some line leaves that fast path is decoded again
+    /// line by line through coercion, which accepts the rare form or reports the exact error.
+    fn parse_json_piece(&self, piece: &str, first_line: u64, file: u32) -> Result<Vec<Chunk>> {
+        let shape = &self.dataset.shape;
+        let record_type = &shape.dataset_type.record;
+        let mut out = ChunkBuilder::new(self.dataset);
+        let mut scratch = Vec::new();
+        let mut decoder = BatchDecoder::new(record_type, &shape.key_column_indices);
+        // Lines in the decoder's current batch, for the slow path should one line fail.
+        let mut batch_lines: Vec<(&str, u64)> = Vec::with_capacity(CHUNK_ROWS);
+        let mut origins = Vec::with_capacity(CHUNK_ROWS);
+        // Longer lines could encode past the record limit: they take the exact path.
+        let fast_line_max = self.record_max_bytes / MAX_ENCODED_BYTES_PER_JSON_BYTE;
+        for (i, text) in piece.lines().enumerate() {
+            if text.trim().is_empty() {
+                continue;
+            }
+            let line = first_line + i as u64;
+            let fast = match decoder.as_mut() {
+                Some(decoder) if text.len() <= fast_line_max => decoder.push_line(text).ok(),
+                _ => None,
+            };
+            match fast {
+                Some(key) => {
+                    batch_lines.push((text, line));
+                    origins.push(Origin { key, file, line });
+                    if batch_lines.len() >= CHUNK_ROWS {
+                        if let Some(decoder) = decoder.as_mut() {
+                            out.push_chunk(Chunk {
+                                batch: decoder.finish(),
+                                origins: std::mem::take(&mut origins),
+                            })?;
+                        }
+                        batch_lines.clear();
+                    }
+                }
+                None => {
+                    // Redo the batch so far and this line through coercion; start a fresh
+                    // decoder (the failed one holds a partial row).
+                    batch_lines.push((text, line));
+                    for (text, line) in batch_lines.drain(..) {
+                        let record = record_from_json_line(record_type, text)
+                            .map_err(|e| self.input_error(file, line, e))?;
+                        out.push(self.finish(record, file, line, &mut scratch)?)?;
+                    }
+                    origins.clear();
+                    decoder = BatchDecoder::new(record_type, &shape.key_column_indices);
+                }
             }
         }
-        Ok(all)
+        if let Some(decoder) = decoder.as_mut()
+            && decoder.rows() > 0
+        {
+            out.push_chunk(Chunk {
+                batch: decoder.finish(),
+                origins,
+            })?;
+        }
+        out.finish()
     }
 
     /// Parses whole lines of `text` (starting at line `first_line`) on `threads` threads.
@@ -311,27 +377,14 @@ impl Loader<'_> {
                 None => text.len(),
             };
             pieces.push((&text[start..end], line));
-            line += text[start..end].bytes().filter(|&b| b == b'\n').count() as u64;
+            line += count_lines(text[start..end].as_bytes());
             start = end;
         }
         let results: Vec<Result<Vec<Chunk>>> = std::thread::scope(|s| {
             let handles: Vec<_> = pieces
                 .into_iter()
                 .map(|(piece, first_line)| {
-                    s.spawn(move || {
-                        let mut out = ChunkBuilder::new(self.dataset);
-                        let mut scratch = Vec::new();
-                        for (i, line_text) in piece.lines().enumerate() {
-                            if line_text.trim().is_empty() {
-                                continue;
-                            }
-                            let line = first_line + i as u64;
-                            let record = record_from_json_line(self.record_type(), line_text)
-                                .map_err(|e| self.input_error(file, line, e))?;
-                            out.push(self.finish(record, file, line, &mut scratch)?)?;
-                        }
-                        out.finish()
-                    })
+                    s.spawn(move || self.parse_json_piece(piece, first_line, file))
                 })
                 .collect();
             handles
@@ -575,14 +628,15 @@ impl Storage {
         let mut partitions: Vec<PartitionInput> = (0..partition_count)
             .map(|_| PartitionInput::default())
             .collect();
+        let mut batches: Vec<RecordBatch> = Vec::with_capacity(parsed.len());
         for chunk in parsed {
-            let target = &mut partitions[chunk.partition];
-            let batch_index = target.batches.len();
-            target
-                .rows
-                .extend((0..chunk.origins.len()).map(|row| (batch_index, row)));
-            target.origins.extend(chunk.origins);
-            target.batches.push(chunk.batch);
+            let batch_index = batches.len();
+            for (row, origin) in chunk.origins.into_iter().enumerate() {
+                let target = &mut partitions[origin.key.partition(partition_count as u32) as usize];
+                target.rows.push((batch_index, row));
+                target.origins.push(origin);
+            }
+            batches.push(chunk.batch);
         }
         let records: u64 = partitions.iter().map(|p| p.origins.len() as u64).sum();
         run_parallel(&mut partitions, threads, |input| {
@@ -624,10 +678,13 @@ impl Storage {
                 jobs.push((p, dataset.allocate_component_id(), start..end));
             }
         }
+        // Twice as many writers as cores: each ends with an fsync of its file, and another
+        // writer's encoding keeps the core busy meanwhile.
+        let writers = (threads * 2).min(jobs.len()).max(1);
         let job_queue = std::sync::Mutex::new(jobs);
         let written = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
-            for _ in 0..threads {
+            for _ in 0..writers {
                 s.spawn(|| {
                     loop {
                         let next = job_queue.lock().map(|mut q| q.pop()).unwrap_or(None);
@@ -637,7 +694,7 @@ impl Storage {
                         let step = write_interleaved(
                             &path,
                             &dataset.shape,
-                            &input.batches,
+                            &batches,
                             &input.rows[range],
                             options.row_group_rows,
                         )
@@ -769,12 +826,75 @@ impl Storage {
     }
 }
 
+/// Splits a file into blocks of whole lines.
+struct BlockReader {
+    source: std::fs::File,
+    block_bytes: usize,
+    line_bytes_max: usize,
+    /// The start of a line that the previous block cut.
+    carry: Vec<u8>,
+    next_line: u64,
+    done: bool,
+}
+
+impl BlockReader {
+    /// Fills `buffer` with the next whole lines and returns the number of the first, or `None`
+    /// at the end. A line longer than `line_bytes_max` is an `InvalidData` error whose message
+    /// is its line number.
+    fn next_block(&mut self, buffer: &mut Vec<u8>) -> std::io::Result<Option<u64>> {
+        use std::io::Read;
+        buffer.clear();
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            buffer.append(&mut self.carry);
+            let wanted = self
+                .block_bytes
+                .saturating_sub(buffer.len())
+                .max(self.block_bytes / 4)
+                .max(1) as u64;
+            let read = (&mut self.source).take(wanted).read_to_end(buffer)?;
+            if (read as u64) < wanted {
+                self.done = true;
+            } else {
+                match memchr::memrchr(b'\n', buffer) {
+                    Some(last) => {
+                        self.carry.extend_from_slice(&buffer[last + 1..]);
+                        buffer.truncate(last + 1);
+                    }
+                    None if buffer.len() > self.line_bytes_max => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            self.next_line.to_string(),
+                        ));
+                    }
+                    None => {
+                        // One line longer than a block: keep reading it.
+                        self.carry.append(buffer);
+                        continue;
+                    }
+                }
+            }
+            if buffer.is_empty() {
+                return Ok(None);
+            }
+            let first = self.next_line;
+            self.next_line += count_lines(buffer);
+            return Ok(Some(first));
+        }
+    }
+}
+
+fn count_lines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
 /// One partition's share of a load.
 #[derive(Default)]
 struct PartitionInput {
-    batches: Vec<RecordBatch>,
     origins: Vec<Origin>,
-    /// (batch, row) of every input row; after sorting, in key order.
+    /// (batch, row) of every input row of this partition; after sorting, in key order.
     rows: Vec<(usize, usize)>,
     /// Indexes into `origins`, in key order.
     sorted_origins: Vec<usize>,

@@ -153,6 +153,11 @@ pub fn write_component_batches(
     row_group_rows: usize,
 ) -> Result<u64> {
     let file = File::create(path).map_err(|e| StorageError::io(path, e))?;
+    let mut batches = batches.peekable();
+    let first_batch = match batches.peek() {
+        Some(Ok(batch)) => Some(batch.clone()),
+        _ => None,
+    };
     let key_name = &shape.dataset_type.primary_key[0];
     let key_path = ColumnPath::from(key_name.as_str());
     let sorting: Vec<SortingColumn> = shape
@@ -164,7 +169,11 @@ pub fn write_component_batches(
             nulls_first: false,
         })
         .collect();
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder();
+    for column in &shape.undictionaried_columns(first_batch.as_ref()) {
+        props = props.set_column_dictionary_enabled(column.clone(), false);
+    }
+    let props = props
         .set_compression(Compression::LZ4_RAW)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))

@@ -1,9 +1,12 @@
 //! Everything derived once from a dataset's definition that readers and writers need: its
 //! declared type, Arrow schema, key columns and partition count.
 
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType as ArrowType, SchemaRef};
 use cairn_model::arrow_mapping::arrow_schema;
 use cairn_model::{DataType, DatasetType};
+use parquet::schema::types::ColumnPath;
+use std::collections::HashSet;
 
 /// The fixed shape of one dataset.
 #[derive(Debug)]
@@ -36,5 +39,41 @@ impl DatasetShape {
             key_column_indices,
             key_types,
         }
+    }
+}
+
+/// A string column whose sample has more than this share of distinct values is written without
+/// a dictionary: the dictionary would hold nearly every value, costing a hash per value and
+/// saving nothing.
+const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
+
+impl DatasetShape {
+    /// Columns to write without dictionary encoding: the key columns (unique by definition) and
+    /// top-level string columns that are mostly distinct in `sample`.
+    pub fn undictionaried_columns(&self, sample: Option<&RecordBatch>) -> Vec<ColumnPath> {
+        let mut columns: Vec<ColumnPath> = self
+            .dataset_type
+            .primary_key
+            .iter()
+            .map(|name| ColumnPath::from(name.as_str()))
+            .collect();
+        let Some(sample) = sample.filter(|b| b.num_rows() >= 64) else {
+            return columns;
+        };
+        for (index, field) in self.schema.fields().iter().enumerate() {
+            if field.data_type() != &ArrowType::Utf8 || self.key_column_indices.contains(&index) {
+                continue;
+            }
+            let Some(strings) = sample.column(index).as_string_opt::<i32>() else {
+                continue;
+            };
+            let present = strings.len() - strings.null_count();
+            let distinct: HashSet<&str> = strings.iter().flatten().collect();
+            if present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64
+            {
+                columns.push(ColumnPath::from(field.name().as_str()));
+            }
+        }
+        columns
     }
 }
