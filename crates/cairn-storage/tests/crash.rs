@@ -135,8 +135,11 @@ fn acknowledged_batches_survive_sigkill() {
             let mut last = None;
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(n) = line.strip_prefix("ack ") {
-                    last = n.trim().parse::<u64>().ok();
+                // The harness prints `test crash_child ... ` before the first ack, on its line.
+                if let Some((_, n)) = line.rsplit_once("ack ")
+                    && let Ok(n) = n.trim().parse::<u64>()
+                {
+                    last = last.max(Some(n));
                 }
             }
             last
@@ -158,6 +161,22 @@ fn acknowledged_batches_survive_sigkill() {
         } else {
             let mut one_more = model.clone();
             apply(&mut one_more, &batch(acked));
+            if recovered != one_more {
+                for (key, value) in &recovered {
+                    if one_more.get(key) != Some(value) && model.get(key) != Some(value) {
+                        eprintln!(
+                            "key {key}: recovered v={:?}, expected v={:?}",
+                            value.values[1],
+                            model.get(key).map(|r| r.values[1].clone())
+                        );
+                    }
+                }
+                for key in model.keys() {
+                    if !recovered.contains_key(key) {
+                        eprintln!("key {key}: missing after recovery");
+                    }
+                }
+            }
             assert!(
                 recovered == one_more,
                 "iteration {iteration}: recovered state matches neither {acked} nor {} batches \
