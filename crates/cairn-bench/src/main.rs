@@ -39,6 +39,9 @@ enum Command {
         /// Writer-thread counts for the insert measurement.
         #[arg(long, value_delimiter = ',', default_value = "1,16")]
         writers: Vec<usize>,
+        /// Bulk loads and scans are repeated this many times (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// Writes BigFUN GleambookUsers as JSON Lines.
     GenUsers {
@@ -62,6 +65,7 @@ fn main() {
             lookups,
             insert_seconds,
             writers,
+            runs,
         } => {
             if users < 1 {
                 eprintln!("error: --users must be at least 1");
@@ -75,6 +79,7 @@ fn main() {
                 lookups,
                 insert_seconds,
                 writer_counts: writers,
+                runs,
             };
             storage_bench::run(&config).map(|_| {
                 println!(
