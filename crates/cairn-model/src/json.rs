@@ -221,7 +221,8 @@ fn coerce(data_type: &DataType, json: &Json, path: &FieldPath<'_>) -> Result<Val
         }
         DataType::Circle => {
             let ((x, y), radius) = circle_of(json).ok_or_else(fail)?;
-            if !(radius >= 0.0) {
+            // `circle_of` returns only finite radii, so a plain comparison suffices.
+            if radius < 0.0 {
                 return Err(ModelError::InvalidValue {
                     field: path.to_string(),
                     message: format!("circle radius must be >= 0, found {radius}"),

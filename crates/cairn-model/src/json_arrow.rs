@@ -461,11 +461,11 @@ impl<'de> Visitor<'de> for ValueSink<'_> {
         match self.column {
             Column::String(b) => {
                 b.append_value(text);
-                return Ok(if self.want_key {
+                Ok(if self.want_key {
                     Appended::Key(KeyValue::Str(text.to_string()))
                 } else {
                     Appended::Value
-                });
+                })
             }
             Column::Date(b) => {
                 let days = temporal::parse_date(text).ok_or_else(give_up::<E>)?;

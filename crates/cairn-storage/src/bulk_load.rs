@@ -377,7 +377,7 @@ impl Loader<'_> {
                 None => text.len(),
             };
             pieces.push((&text[start..end], line));
-            line += count_lines(text[start..end].as_bytes());
+            line += count_lines(&text.as_bytes()[start..end]);
             start = end;
         }
         let results: Vec<Result<Vec<Chunk>>> = std::thread::scope(|s| {

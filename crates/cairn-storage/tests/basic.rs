@@ -287,7 +287,9 @@ fn bulk_load_json_csv_parquet_all_or_nothing() {
         })
         .collect();
     std::fs::write(&json_path, lines.join("\n") + "\n").unwrap();
-    let report = storage.load("items", &[json_path.clone()], None).unwrap();
+    let report = storage
+        .load("items", std::slice::from_ref(&json_path), None)
+        .unwrap();
     assert_eq!(report.records, 100);
     for id in [0, 57, 99] {
         assert_eq!(
@@ -308,7 +310,7 @@ fn bulk_load_json_csv_parquet_all_or_nothing() {
     )
     .unwrap();
     let err = storage
-        .load("items", &[dup_path.clone()], None)
+        .load("items", std::slice::from_ref(&dup_path), None)
         .unwrap_err()
         .to_string();
     assert!(
