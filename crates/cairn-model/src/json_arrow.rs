@@ -537,31 +537,11 @@ mod tests {
     use super::*;
     use crate::arrow_mapping::records_to_batch;
     use crate::json::record_from_json_text;
+    use crate::test_fixtures::nested_record_type;
     use crate::types::Field;
 
     fn record_type() -> RecordType {
-        let job = RecordType::new(
-            vec![
-                Field::new("org", DataType::String),
-                Field::new("start", DataType::Date),
-                Field::optional("end", DataType::Date),
-            ],
-            true,
-        )
-        .unwrap();
-        RecordType::new(
-            vec![
-                Field::new("id", DataType::Int64),
-                Field::new("since", DataType::DateTime),
-                Field::new("friends", DataType::Multiset(Box::new(DataType::Int64))),
-                Field::new("jobs", DataType::List(Box::new(DataType::Object(job)))),
-                Field::optional("small", DataType::Int8),
-                Field::optional("ratio", DataType::Double),
-                Field::optional("ok", DataType::Boolean),
-            ],
-            true,
-        )
-        .unwrap()
+        nested_record_type(vec![Field::optional("ok", DataType::Boolean)])
     }
 
     #[test]

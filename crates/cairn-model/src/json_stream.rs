@@ -237,31 +237,11 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 mod tests {
     use super::*;
     use crate::json::record_from_json_text;
+    use crate::test_fixtures::nested_record_type;
     use crate::types::Field;
 
     fn record_type() -> RecordType {
-        let job = RecordType::new(
-            vec![
-                Field::new("org", DataType::String),
-                Field::new("start", DataType::Date),
-                Field::optional("end", DataType::Date),
-            ],
-            true,
-        )
-        .unwrap();
-        RecordType::new(
-            vec![
-                Field::new("id", DataType::Int64),
-                Field::new("since", DataType::DateTime),
-                Field::new("friends", DataType::Multiset(Box::new(DataType::Int64))),
-                Field::new("jobs", DataType::List(Box::new(DataType::Object(job)))),
-                Field::optional("loc", DataType::Point),
-                Field::optional("small", DataType::Int8),
-                Field::optional("ratio", DataType::Double),
-            ],
-            true,
-        )
-        .unwrap()
+        nested_record_type(vec![Field::optional("loc", DataType::Point)])
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod json;
 pub mod json_arrow;
 pub mod json_stream;
 pub mod temporal;
+#[cfg(test)]
+mod test_fixtures;
 pub mod types;
 pub mod validate;
 pub mod value;
