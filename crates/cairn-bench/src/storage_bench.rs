@@ -367,8 +367,11 @@ fn markdown(report: &StorageBenchReport, raw: &Path) -> String {
         raw.display()
     ));
     md.push_str(&report.environment.markdown());
-    md.push_str("\nReproduce: `cargo run --release -p cairn-bench -- storage --users ");
-    md.push_str(&format!("{}`\n\n", report.users));
+    let arguments: Vec<&str> = report.environment.command_line.split(' ').skip(1).collect();
+    md.push_str(&format!(
+        "\nReproduce: `cargo run --release -p cairn-bench -- {}`\n\n",
+        arguments.join(" ")
+    ));
     md.push_str("| measure | result | target |\n|---|---|---|\n");
     md.push_str(&format!(
         "| bulk load (JSON Lines → sorted Parquet components), median of {} | {:.0} records/s, {:.1} MiB/s ({} records, {:.1} MiB in {:.2} s; runs: {}; {:.1} MiB stored) | ≥ 300,000 records/s |\n",
