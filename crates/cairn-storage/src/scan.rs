@@ -155,6 +155,22 @@ impl Dataset {
 
     /// One scan per partition over a consistent snapshot of each partition.
     pub fn scan(&self, request: &ScanRequest) -> Result<Vec<PartitionScan>> {
+        (0..self.partitions.len())
+            .map(|index| self.scan_partition(index, request))
+            .collect()
+    }
+
+    /// The scan of one partition over a snapshot taken now.
+    pub fn scan_partition(&self, index: usize, request: &ScanRequest) -> Result<PartitionScan> {
+        let Some(partition) = self.partitions.get(index) else {
+            return Err(StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message: format!(
+                    "partition {index} does not exist (the dataset has {})",
+                    self.partitions.len()
+                ),
+            });
+        };
         if let Some(projection) = &request.projection
             && let Some(bad) = projection
                 .iter()
@@ -166,8 +182,7 @@ impl Dataset {
             });
         }
         let ranges = self.range_columns(&request.ranges)?;
-        let mut scans = Vec::with_capacity(self.partitions.len());
-        for partition in &self.partitions {
+        {
             let (memory, slots) = {
                 let state = partition.state.read();
                 let memory: Vec<Arc<Record>> = state.memtable.values().cloned().collect();
@@ -217,14 +232,13 @@ impl Dataset {
                     }
                 }
             }
-            scans.push(PartitionScan {
+            Ok(PartitionScan {
                 units,
                 ready: VecDeque::new(),
                 projection: request.projection.clone(),
                 row_groups_pruned: pruned,
-            });
+            })
         }
-        Ok(scans)
     }
 }
 

@@ -1,0 +1,30 @@
+//! Cairn's engine (ARCHITECTURE §7): a [`Database`] holds a storage instance and an Apache
+//! DataFusion session in which every dataset is a table ([`table::DatasetTable`]) whose scans
+//! run per storage partition, read only the projected columns, prune row groups by pushed-down
+//! column ranges, and answer `key = literal` with a point lookup.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cairn_engine::Database;
+//! use cairn_model::{DataType, DatasetType, Field, RecordType};
+//! use cairn_model::json::record_from_json_text;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let db = Database::open(dir.path(), Default::default())?;
+//! let users = RecordType::new(vec![Field::new("id", DataType::Int64),
+//!                                  Field::new("name", DataType::String)], false)?;
+//! db.create_dataset("Users", DatasetType::new(users.clone(), vec!["id".into()])?, None)?;
+//! db.storage().insert("Users", record_from_json_text(&users, r#"{"id": 1, "name": "Ann"}"#)?)?;
+//! let batches = db.sql("SELECT name FROM Users WHERE id = 1").await?;
+//! assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod database;
+pub mod error;
+pub mod table;
+
+pub use database::Database;
+pub use error::{EngineError, Result};

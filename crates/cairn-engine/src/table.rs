@@ -1,0 +1,281 @@
+//! A storage dataset as a DataFusion table: one scan partition per storage partition, with
+//! projection pushed into the column reads, simple column ranges pushed down for row-group
+//! pruning, and `key = literal` answered by a point lookup.
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use cairn_model::arrow_mapping::records_to_batch;
+use cairn_model::{DataType, Key, KeyValue, Value};
+use cairn_storage::dataset::Dataset;
+use cairn_storage::{ColumnRange, ScanRequest};
+use datafusion::catalog::Session;
+use datafusion::common::ScalarValue;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use std::sync::Arc;
+
+/// The table over one dataset.
+#[derive(Debug)]
+pub struct DatasetTable {
+    dataset: Arc<Dataset>,
+}
+
+impl DatasetTable {
+    pub fn new(dataset: Arc<Dataset>) -> Self {
+        DatasetTable { dataset }
+    }
+}
+
+fn storage_error(e: cairn_storage::StorageError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// A literal as a Cairn value of the column's declared type, if it has that shape.
+fn literal_value(data_type: &DataType, literal: &ScalarValue) -> Option<Value> {
+    Some(match (data_type, literal) {
+        (
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64,
+            ScalarValue::Int8(Some(_))
+            | ScalarValue::Int16(Some(_))
+            | ScalarValue::Int32(Some(_))
+            | ScalarValue::Int64(Some(_))
+            | ScalarValue::UInt8(Some(_))
+            | ScalarValue::UInt16(Some(_))
+            | ScalarValue::UInt32(Some(_))
+            | ScalarValue::UInt64(Some(_)),
+        ) => Value::Int(
+            literal
+                .cast_to(&arrow::datatypes::DataType::Int64)
+                .ok()
+                .and_then(|v| match v {
+                    ScalarValue::Int64(v) => v,
+                    _ => None,
+                })?,
+        ),
+        (DataType::Float | DataType::Double, ScalarValue::Float64(Some(f))) => Value::Double(*f),
+        (DataType::String, ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => {
+            Value::String(s.clone())
+        }
+        (DataType::Date, ScalarValue::Date32(Some(d))) => Value::Date(*d),
+        (DataType::DateTime, ScalarValue::TimestampMillisecond(Some(t), _)) => Value::DateTime(*t),
+        _ => return None,
+    })
+}
+
+/// `column op literal` (or `literal op column`) on a declared top-level scalar column.
+fn comparison(dataset: &Dataset, expr: &Expr) -> Option<(usize, Operator, Value)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
+        return None;
+    };
+    let (column, op, literal) = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(l, _)) => (c, *op, l),
+        (Expr::Literal(l, _), Expr::Column(c)) => (c, op.swap()?, l),
+        _ => return None,
+    };
+    let record = &dataset.shape.dataset_type.record;
+    let index = record.field_index(&column.name)?;
+    let value = literal_value(&record.fields[index].data_type, literal)?;
+    matches!(
+        op,
+        Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+    )
+    .then_some((index, op, value))
+}
+
+impl DatasetTable {
+    /// Column ranges the filters imply, for row-group pruning.
+    fn ranges(&self, filters: &[Expr]) -> Vec<ColumnRange> {
+        let record = &self.dataset.shape.dataset_type.record;
+        filters
+            .iter()
+            .filter_map(|f| comparison(&self.dataset, f))
+            .map(|(index, op, value)| {
+                let column = record.fields[index].name.clone();
+                let (lower, upper) = match op {
+                    Operator::Eq => (Some(value.clone()), Some(value)),
+                    Operator::Lt | Operator::LtEq => (None, Some(value)),
+                    _ => (Some(value), None),
+                };
+                ColumnRange {
+                    column,
+                    lower,
+                    upper,
+                }
+            })
+            .collect()
+    }
+
+    /// The key when the filters pin every key field to a literal.
+    fn pinned_key(&self, filters: &[Expr]) -> Option<Key> {
+        let shape = &self.dataset.shape;
+        let mut parts: Vec<Option<KeyValue>> = vec![None; shape.key_column_indices.len()];
+        for (index, op, value) in filters.iter().filter_map(|f| comparison(&self.dataset, f)) {
+            if op != Operator::Eq {
+                continue;
+            }
+            if let Some(slot) = shape.key_column_indices.iter().position(|&k| k == index) {
+                parts[slot] = KeyValue::from_value(&value);
+            }
+        }
+        parts.into_iter().collect::<Option<Vec<_>>>().map(Key)
+    }
+}
+
+#[async_trait]
+impl TableProvider for DatasetTable {
+    fn schema(&self) -> SchemaRef {
+        self.dataset.shape.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Pushed filters only narrow what is read; DataFusion still applies them.
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if comparison(&self.dataset, f).is_some() {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let schema = match projection {
+            Some(columns) => Arc::new(self.schema().project(columns)?),
+            None => self.schema(),
+        };
+        let partitions: Vec<Arc<dyn PartitionStream>> = match self.pinned_key(filters) {
+            Some(key) => vec![Arc::new(KeyLookup {
+                dataset: self.dataset.clone(),
+                key,
+                projection: projection.cloned(),
+                schema: schema.clone(),
+            })],
+            None => {
+                let request = ScanRequest {
+                    projection: projection.cloned(),
+                    ranges: self.ranges(filters),
+                };
+                (0..self.dataset.partitions.len())
+                    .map(|index| {
+                        Arc::new(PartitionScanStream {
+                            dataset: self.dataset.clone(),
+                            index,
+                            request: request.clone(),
+                            schema: schema.clone(),
+                        }) as Arc<dyn PartitionStream>
+                    })
+                    .collect()
+            }
+        };
+        Ok(Arc::new(StreamingTableExec::try_new(
+            schema,
+            partitions,
+            None,
+            Vec::new(),
+            false,
+            limit,
+        )?))
+    }
+}
+
+/// One storage partition's scan as a DataFusion partition stream. The snapshot is taken when
+/// the stream starts, so a plan executed twice sees the data as of each execution.
+#[derive(Debug)]
+struct PartitionScanStream {
+    dataset: Arc<Dataset>,
+    index: usize,
+    request: ScanRequest,
+    schema: SchemaRef,
+}
+
+impl PartitionStream for PartitionScanStream {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
+        let tx = builder.tx();
+        let dataset = self.dataset.clone();
+        let (index, request) = (self.index, self.request.clone());
+        builder.spawn_blocking(move || {
+            let scan = dataset
+                .scan_partition(index, &request)
+                .map_err(storage_error)?;
+            for batch in scan {
+                if tx.blocking_send(batch.map_err(storage_error)).is_err() {
+                    break; // the consumer went away (LIMIT reached, query cancelled)
+                }
+            }
+            Ok(())
+        });
+        builder.build()
+    }
+}
+
+/// A point lookup by primary key.
+#[derive(Debug)]
+struct KeyLookup {
+    dataset: Arc<Dataset>,
+    key: Key,
+    projection: Option<Vec<usize>>,
+    schema: SchemaRef,
+}
+
+impl PartitionStream for KeyLookup {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 1);
+        let tx = builder.tx();
+        let (dataset, key, projection) = (
+            self.dataset.clone(),
+            self.key.clone(),
+            self.projection.clone(),
+        );
+        builder.spawn_blocking(move || {
+            let shape = &dataset.shape;
+            let records: Vec<_> = dataset
+                .get(&key)
+                .map_err(storage_error)?
+                .into_iter()
+                .collect();
+            let refs: Vec<_> = records.iter().collect();
+            let batch: RecordBatch =
+                records_to_batch(&shape.schema, &shape.dataset_type.record, &refs)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let batch = match &projection {
+                Some(columns) => batch.project(columns)?,
+                None => batch,
+            };
+            let _ = tx.blocking_send(Ok(batch));
+            Ok(())
+        });
+        builder.build()
+    }
+}
