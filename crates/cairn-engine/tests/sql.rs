@@ -76,6 +76,13 @@ fn ints(batches: &[RecordBatch]) -> Vec<i64> {
         .collect()
 }
 
+async fn explain(db: &Database, query: &str) -> String {
+    let plan = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
+    arrow::util::pretty::pretty_format_batches(&plan)
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test]
 async fn queries_see_memory_and_disk_components() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,25 +138,13 @@ async fn key_equality_is_a_point_lookup_with_the_right_answer() {
             .iter()
             .all(|b| b.num_rows() == 0)
     );
-    let plan = db
-        .sql("EXPLAIN SELECT name FROM Users WHERE id = 42")
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&plan)
-        .unwrap()
-        .to_string();
     // A point lookup is one stream; a scan is one stream per storage partition (3 here).
+    let text = explain(&db, "SELECT name FROM Users WHERE id = 42").await;
     assert!(
         text.contains("StreamingTableExec: partition_sizes=1"),
         "{text}"
     );
-    let plan = db
-        .sql("EXPLAIN SELECT name FROM Users WHERE age = 42")
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&plan)
-        .unwrap()
-        .to_string();
+    let text = explain(&db, "SELECT name FROM Users WHERE age = 42").await;
     assert!(
         text.contains("StreamingTableExec: partition_sizes=3"),
         "{text}"
