@@ -202,6 +202,8 @@ pub struct BatchDecoder {
     root: ObjectColumns,
     key_indices: Vec<usize>,
     rows: usize,
+    /// A line failed part-way: columns may disagree in length, so no batch can be built.
+    poisoned: bool,
 }
 
 impl BatchDecoder {
@@ -213,6 +215,7 @@ impl BatchDecoder {
             root: ObjectColumns::new(record_type)?,
             key_indices: key_indices.to_vec(),
             rows: 0,
+            poisoned: false,
         })
     }
 
@@ -222,6 +225,9 @@ impl BatchDecoder {
 
     /// Decodes one line into the batch and returns the record's key.
     pub fn push_line(&mut self, text: &str) -> Result<Key, NotFastPath> {
+        if self.poisoned {
+            return Err(NotFastPath);
+        }
         let mut key = vec![None; self.key_indices.len()];
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let sink = ObjectSink {
@@ -229,28 +235,34 @@ impl BatchDecoder {
             key_indices: &self.key_indices,
             key: Some(&mut key),
         };
-        sink.deserialize(&mut deserializer)
-            .map_err(|_| NotFastPath)?;
-        deserializer.end().map_err(|_| NotFastPath)?;
-        self.rows += 1;
-        Ok(Key(key
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or(NotFastPath)?))
+        let decoded = sink.deserialize(&mut deserializer).is_ok() && deserializer.end().is_ok();
+        match (decoded, key.into_iter().collect::<Option<Vec<_>>>()) {
+            (true, Some(key)) => {
+                self.rows += 1;
+                Ok(Key(key))
+            }
+            _ => {
+                self.poisoned = true;
+                Err(NotFastPath)
+            }
+        }
     }
 
-    /// The batch of every line pushed so far; the decoder starts over empty.
-    pub fn finish(&mut self) -> RecordBatch {
+    /// The batch of every line pushed so far; the decoder starts over empty. Fails (and must
+    /// be discarded) after a line left the fast path part-way.
+    pub fn finish(&mut self) -> Result<RecordBatch, NotFastPath> {
+        if self.poisoned {
+            return Err(NotFastPath);
+        }
         let columns = self.root.finish_children();
         self.root.validity.clear();
         let rows = std::mem::take(&mut self.rows);
-        // Every column received exactly one value per pushed line.
         RecordBatch::try_new_with_options(
             self.schema.clone(),
             columns,
             &RecordBatchOptions::new().with_row_count(Some(rows)),
         )
-        .expect("columns built in lockstep with the schema")
+        .map_err(|_| NotFastPath)
     }
 }
 
@@ -558,7 +570,7 @@ mod tests {
             .map(|l| decoder.push_line(l).unwrap())
             .collect();
         assert_eq!(keys, vec![Key::int(1), Key::int(2), Key::int(3)]);
-        let fast = decoder.finish();
+        let fast = decoder.finish().unwrap();
         let records: Vec<_> = lines
             .iter()
             .map(|l| record_from_json_text(&rt, l).unwrap())
@@ -582,6 +594,10 @@ mod tests {
         ] {
             let mut decoder = BatchDecoder::new(&rt, &[0]).unwrap();
             assert_eq!(decoder.push_line(line), Err(NotFastPath), "{line}");
+            assert!(
+                decoder.finish().is_err(),
+                "a decoder that failed part-way builds nothing"
+            );
         }
         let spatial = RecordType::new(vec![Field::new("p", DataType::Point)], false).unwrap();
         assert!(BatchDecoder::new(&spatial, &[]).is_none());

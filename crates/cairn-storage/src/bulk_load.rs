@@ -177,6 +177,19 @@ impl Loader<'_> {
         &self.dataset.shape.dataset_type.record
     }
 
+    /// A fast-path batch that cannot be assembled although every line decoded: a bug, reported
+    /// as an error rather than a panic.
+    fn decoder_broke(&self, file: u32, line: u64) -> StorageError {
+        self.input_error(
+            file,
+            line,
+            ModelError::InvalidValue {
+                field: "$".into(),
+                message: "internal error: decoded columns disagree in length".into(),
+            },
+        )
+    }
+
     fn input_error(&self, file: u32, line: u64, source: ModelError) -> StorageError {
         StorageError::InvalidInput {
             file: self.files[file as usize].clone(),
@@ -321,7 +334,9 @@ impl Loader<'_> {
                     if batch_lines.len() >= CHUNK_ROWS {
                         if let Some(decoder) = decoder.as_mut() {
                             out.push_chunk(Chunk {
-                                batch: decoder.finish(),
+                                batch: decoder
+                                    .finish()
+                                    .map_err(|_| self.decoder_broke(file, line))?,
                                 origins: std::mem::take(&mut origins),
                             })?;
                         }
@@ -346,7 +361,9 @@ impl Loader<'_> {
             && decoder.rows() > 0
         {
             out.push_chunk(Chunk {
-                batch: decoder.finish(),
+                batch: decoder
+                    .finish()
+                    .map_err(|_| self.decoder_broke(file, first_line))?,
                 origins,
             })?;
         }
