@@ -173,7 +173,7 @@ pub fn run(config: &StorageBenchConfig) -> Result<StorageBenchReport, Box<dyn st
     let compact_seconds = started.elapsed().as_secs_f64();
 
     eprintln!("point lookups");
-    let lookups = measure_lookups(&storage, config.users, config.lookups, config.seed);
+    let lookups = measure_lookups(&storage, config.users, config.lookups, config.seed)?;
     eprintln!("{lookups:?}");
 
     eprintln!("scans");
@@ -250,20 +250,13 @@ pub fn run(config: &StorageBenchConfig) -> Result<StorageBenchReport, Box<dyn st
     Ok(report)
 }
 
-fn measure_lookups(storage: &Storage, users: i64, count: usize, seed: u64) -> LookupResult {
-    let dataset = match storage.dataset("GleambookUsers") {
-        Ok(d) => d,
-        Err(_) => {
-            return LookupResult {
-                lookups: 0,
-                p50_us: 0.0,
-                p90_us: 0.0,
-                p99_us: 0.0,
-                mean_us: 0.0,
-                found: 0,
-            };
-        }
-    };
+fn measure_lookups(
+    storage: &Storage,
+    users: i64,
+    count: usize,
+    seed: u64,
+) -> Result<LookupResult, cairn_storage::StorageError> {
+    let dataset = storage.dataset("GleambookUsers")?;
     let mut rng = crate::bigfun_users::SplitMix::new(seed, 0xBEEF);
     // Warm the caches: every row group once.
     for id in (1..=users).step_by(1024) {
@@ -282,14 +275,14 @@ fn measure_lookups(storage: &Storage, users: i64, count: usize, seed: u64) -> Lo
     }
     let mean = times.iter().map(|d| d.as_secs_f64()).sum::<f64>() / times.len().max(1) as f64;
     times.sort_unstable();
-    LookupResult {
+    Ok(LookupResult {
         lookups: count,
         p50_us: percentile(&times, 0.50),
         p90_us: percentile(&times, 0.90),
         p99_us: percentile(&times, 0.99),
         mean_us: mean * 1e6,
         found,
-    }
+    })
 }
 
 fn measure_inserts(

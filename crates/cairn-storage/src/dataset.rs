@@ -397,12 +397,7 @@ impl Dataset {
                     .range::<Key, _>((lo, hi))
                     .map(|(k, r)| (k.clone(), r.clone()))
                     .collect();
-                let slots: Vec<(ComponentRef, Arc<roaring::RoaringTreemap>)> = state
-                    .slots
-                    .iter()
-                    .map(|s| (s.component.clone(), s.deleted.clone()))
-                    .collect();
-                (memory, slots)
+                (memory, state.snapshot_slots())
             };
             out.extend(memory.into_iter().map(|(k, r)| (k, r.as_ref().clone())));
             for (component, deleted) in slots {

@@ -270,6 +270,15 @@ impl PartitionState {
         frozen.chain(self.memtable_first_lsn).min()
     }
 
+    /// Every component with its deletion vector as of now, for a reader's snapshot (cheap:
+    /// handles and copy-on-write bitmaps are shared, not copied).
+    pub fn snapshot_slots(&self) -> Vec<(ComponentRef, Arc<RoaringTreemap>)> {
+        self.slots
+            .iter()
+            .map(|s| (s.component.clone(), s.deleted.clone()))
+            .collect()
+    }
+
     pub fn slot_index(&self, component_id: u64) -> Option<usize> {
         self.slots
             .iter()

@@ -186,12 +186,7 @@ impl Dataset {
             let (memory, slots) = {
                 let state = partition.state.read();
                 let memory: Vec<Arc<Record>> = state.memtable.values().cloned().collect();
-                let slots: Vec<(ComponentRef, Arc<RoaringTreemap>)> = state
-                    .slots
-                    .iter()
-                    .map(|s| (s.component.clone(), s.deleted.clone()))
-                    .collect();
-                (memory, slots)
+                (memory, state.snapshot_slots())
             };
             let mut units = VecDeque::new();
             let mut pruned = 0;
