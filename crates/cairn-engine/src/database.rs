@@ -1,9 +1,9 @@
-//! The database: a storage instance plus a DataFusion session in which every dataset is a
-//! table. Dataset names are case-sensitive in SQL, as in AsterixDB.
+//! The database: a storage instance, the catalog of named types, and a DataFusion session in
+//! which every dataset is a table. Dataset names are case-sensitive in SQL, as in AsterixDB.
 
-use crate::error::Result;
+use crate::catalog::Catalog;
+use crate::error::{EngineError, Result};
 use crate::table::DatasetTable;
-use arrow::array::RecordBatch;
 use cairn_model::DatasetType;
 use cairn_storage::{Storage, StorageOptions};
 use datafusion::common::TableReference;
@@ -12,20 +12,25 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub struct Database {
-    storage: Arc<Storage>,
-    context: SessionContext,
+    pub(crate) storage: Arc<Storage>,
+    pub(crate) catalog: Catalog,
+    pub(crate) context: SessionContext,
 }
 
 impl Database {
     /// Opens (or creates) the database in `dir` and registers every dataset as a table.
     pub fn open(dir: impl AsRef<Path>, options: StorageOptions) -> Result<Database> {
-        let storage = Arc::new(Storage::open(dir, options)?);
+        let storage = Arc::new(Storage::open(dir.as_ref(), options)?);
+        let catalog = Catalog::open(dir.as_ref())?;
         let config = SessionConfig::new()
             .with_information_schema(true)
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
+        let context = SessionContext::new_with_config(config);
+        crate::functions::register_all(&context);
         let database = Database {
             storage,
-            context: SessionContext::new_with_config(config),
+            catalog,
+            context,
         };
         for name in database.storage.dataset_names() {
             database.register(&name)?;
@@ -38,7 +43,7 @@ impl Database {
         // A bare reference: a plain string would be parsed as SQL and lower-cased.
         self.context.register_table(
             TableReference::bare(name),
-            Arc::new(DatasetTable::new(dataset)),
+            Arc::new(DatasetTable::new(self.storage.clone(), dataset)),
         )?;
         Ok(())
     }
@@ -47,8 +52,36 @@ impl Database {
         &self.storage
     }
 
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
     pub fn context(&self) -> &SessionContext {
         &self.context
+    }
+
+    /// Creates a dataset and makes it queryable. Returns false when it exists and
+    /// `if_not_exists` is set.
+    pub fn create_dataset_if(
+        &self,
+        name: &str,
+        dataset_type: DatasetType,
+        partitions: Option<u32>,
+        if_not_exists: bool,
+    ) -> Result<bool> {
+        if self.context.table_exist(TableReference::bare(name))? {
+            return if if_not_exists && self.storage.dataset(name).is_ok() {
+                Ok(false)
+            } else {
+                Err(EngineError::Invalid(format!(
+                    "a dataset or table named {name} already exists"
+                )))
+            };
+        }
+        self.storage
+            .create_dataset(name, dataset_type, partitions)?;
+        self.register(name)?;
+        Ok(true)
     }
 
     /// Creates a dataset and makes it queryable.
@@ -58,21 +91,14 @@ impl Database {
         dataset_type: DatasetType,
         partitions: Option<u32>,
     ) -> Result<()> {
-        self.storage
-            .create_dataset(name, dataset_type, partitions)?;
-        self.register(name)
+        self.create_dataset_if(name, dataset_type, partitions, false)
+            .map(|_| ())
     }
 
     /// Drops a dataset and its table.
     pub fn drop_dataset(&self, name: &str) -> Result<()> {
-        self.context.deregister_table(TableReference::bare(name))?;
         self.storage.drop_dataset(name)?;
+        self.context.deregister_table(TableReference::bare(name))?;
         Ok(())
-    }
-
-    /// Runs one SQL query and collects its result.
-    pub async fn sql(&self, text: &str) -> Result<Vec<RecordBatch>> {
-        let frame = self.context.sql(text).await?;
-        Ok(frame.collect().await?)
     }
 }

@@ -22,9 +22,18 @@
 //! # }
 //! ```
 
+pub mod cairn_syntax;
+pub mod catalog;
 pub mod database;
+pub mod ddl;
+pub mod describe;
+pub mod dml;
 pub mod error;
+pub mod execute;
+pub mod functions;
+pub mod script;
 pub mod table;
 
 pub use database::Database;
 pub use error::{EngineError, Result};
+pub use execute::{ExecutedStatement, StatementOutcome};

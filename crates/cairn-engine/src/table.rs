@@ -1,19 +1,23 @@
 //! A storage dataset as a DataFusion table: one scan partition per storage partition, with
 //! projection pushed into the column reads, simple column ranges pushed down for row-group
-//! pruning, and `key = literal` answered by a point lookup.
+//! pruning, `key = literal` answered by a point lookup, and inserts written through
+//! [`DatasetSink`].
 
+use crate::dml::DatasetSink;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
-use cairn_storage::{ColumnRange, ScanRequest};
+use cairn_storage::{ColumnRange, ScanRequest, Storage};
 use datafusion::catalog::Session;
 use datafusion::common::ScalarValue;
+use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
@@ -24,12 +28,13 @@ use std::sync::Arc;
 /// The table over one dataset.
 #[derive(Debug)]
 pub struct DatasetTable {
+    storage: Arc<Storage>,
     dataset: Arc<Dataset>,
 }
 
 impl DatasetTable {
-    pub fn new(dataset: Arc<Dataset>) -> Self {
-        DatasetTable { dataset }
+    pub fn new(storage: Arc<Storage>, dataset: Arc<Dataset>) -> Self {
+        DatasetTable { storage, dataset }
     }
 }
 
@@ -198,6 +203,16 @@ impl TableProvider for DatasetTable {
             false,
             limit,
         )?))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let sink = DatasetSink::new(self.storage.clone(), self.dataset.clone(), insert_op)?;
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
 }
 

@@ -9,10 +9,10 @@
 use crate::component::{DiskComponent, write_interleaved};
 use crate::dataset::encoded_size_over;
 use crate::dataset::{Dataset, partition_dir};
+use crate::durable_file::sync_dir;
 use crate::error::{Result, StorageError};
 use crate::partition::{ComponentRef, Slot};
 use crate::storage::Storage;
-use crate::wal::sync_dir;
 use arrow::array::RecordBatch;
 use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::arrow_mapping::{arrow_type, value_at};

@@ -489,7 +489,7 @@ impl Dataset {
                 write_deletions(&self.dir.join(name), deleted)?;
             }
             if !capture.deletion_files_to_write.is_empty() {
-                crate::wal::sync_dir(&partition_dir(&self.dir, capture.index))?;
+                crate::durable_file::sync_dir(&partition_dir(&self.dir, capture.index))?;
             }
         }
         let manifest = Manifest {

@@ -7,9 +7,10 @@
 
 use crate::component::{DiskComponent, write_component};
 use crate::dataset::{Dataset, partition_dir};
+use crate::durable_file::sync_dir;
 use crate::error::Result;
 use crate::partition::{ComponentRef, FrozenMemtable, Slot};
-use crate::wal::{Wal, sync_dir};
+use crate::wal::Wal;
 use cairn_model::Record;
 use std::sync::{Arc, OnceLock};
 

@@ -23,6 +23,7 @@ pub mod cache;
 pub mod component;
 pub mod dataset;
 pub mod deletion;
+pub mod durable_file;
 pub mod error;
 pub mod flush;
 pub mod manifest;

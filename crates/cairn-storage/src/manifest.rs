@@ -5,15 +5,13 @@
 //! `cairn-manifest 1 <crc32c of the body, 8 hex digits>`, then the body, a JSON document
 //! ([`Manifest`]). Readers reject a file whose checksum does not match.
 
+use crate::durable_file::replace_file;
 use crate::error::{Result, StorageError};
-use crate::wal::sync_dir;
 use cairn_model::DatasetType;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST_FILE: &str = "MANIFEST";
-const MANIFEST_TMP: &str = "MANIFEST.tmp";
 const HEADER_PREFIX: &str = "cairn-manifest 1 ";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,16 +56,8 @@ pub fn write_manifest(dataset_dir: &Path, manifest: &Manifest) -> Result<()> {
             dataset: manifest.name.clone(),
             message: format!("cannot serialize manifest: {e}"),
         })?;
-    let tmp = dataset_dir.join(MANIFEST_TMP);
-    let mut file = std::fs::File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
     let header = format!("{HEADER_PREFIX}{:08x}\n", crc32c::crc32c(&body));
-    file.write_all(header.as_bytes())
-        .and_then(|_| file.write_all(&body))
-        .and_then(|_| file.sync_all())
-        .map_err(|e| StorageError::io(&tmp, e))?;
-    let target = manifest_path(dataset_dir);
-    std::fs::rename(&tmp, &target).map_err(|e| StorageError::io(&target, e))?;
-    sync_dir(dataset_dir)
+    replace_file(dataset_dir, MANIFEST_FILE, &[header.as_bytes(), &body])
 }
 
 /// Reads and checks a manifest; any damage is an error naming the file.

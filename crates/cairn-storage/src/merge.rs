@@ -7,10 +7,11 @@
 
 use crate::component::{DiskComponent, key_at, write_interleaved};
 use crate::dataset::{Dataset, partition_dir};
+use crate::durable_file::sync_dir;
 use crate::error::{Result, StorageError};
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Slot};
-use crate::wal::{Wal, sync_dir};
+use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use roaring::RoaringTreemap;
 use std::sync::Arc;

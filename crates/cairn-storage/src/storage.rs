@@ -14,11 +14,12 @@
 
 use crate::component::ReadCaches;
 use crate::dataset::{Dataset, WriteOp, WriteReceipt, partition_dir};
+use crate::durable_file::{replace_file, sync_dir};
 use crate::error::{Result, StorageError};
 use crate::manifest::{Manifest, PartitionManifest, manifest_path, read_manifest, write_manifest};
 use crate::options::{Durability, StorageOptions};
 use crate::scan::{PartitionScan, ScanRequest};
-use crate::wal::{Wal, sync_dir};
+use crate::wal::Wal;
 use cairn_model::{DatasetType, Key, Record};
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -94,14 +95,16 @@ fn validate_name(name: &str) -> Result<()> {
 }
 
 fn write_instance_meta(dir: &Path, meta: &InstanceMeta) -> Result<()> {
-    let path = dir.join("instance.json");
-    let tmp = dir.join("instance.json.tmp");
     let body = serde_json::to_vec(meta).unwrap_or_default();
-    std::fs::write(&tmp, body)
-        .and_then(|_| File::open(&tmp)?.sync_all())
-        .map_err(|e| StorageError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| StorageError::io(&path, e))?;
-    sync_dir(dir)
+    replace_file(dir, "instance.json", &[&body])
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Storage {

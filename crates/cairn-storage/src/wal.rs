@@ -6,6 +6,7 @@
 //! while the others sleep until the leader wakes exactly those whose frames it made durable
 //! (and the oldest remaining writer, to lead the next group).
 
+use crate::durable_file::sync_dir;
 use crate::error::{Result, StorageError};
 use crate::options::Durability;
 use crate::wal_format::{LoggedBatch, append_frame, read_segment};
@@ -26,13 +27,6 @@ fn parse_segment_name(name: &str) -> Option<u64> {
         .strip_suffix(SEGMENT_SUFFIX)?
         .parse()
         .ok()
-}
-
-/// fsyncs a directory so that a file created or renamed in it survives a crash.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io(dir, e))
 }
 
 struct Segment {

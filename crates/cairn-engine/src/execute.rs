@@ -1,0 +1,561 @@
+//! Running statements: a script is split into statements, each parsed by Cairn (its own DDL,
+//! JSON inserts, COPY, SHOW, DESCRIBE) or by DataFusion, and executed in order. The first
+//! failing statement stops the script, and the error says which statement it was.
+
+use crate::cairn_syntax::{CairnStatement, parse_cairn_statement};
+use crate::database::Database;
+use crate::ddl::{resolve_object, table_declaration};
+use crate::describe::{describe, show_datasets, show_types};
+use crate::dml::{apply, batch_keys, batch_records};
+use crate::error::{EngineError, Result};
+use crate::script::{ScriptStatement, split_statements};
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use cairn_model::DatasetType;
+use cairn_model::json::record_from_json;
+use cairn_storage::{InputFormat, WriteOp};
+use datafusion::common::TableReference;
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp as DfWriteOp};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Delete, FromTable, ObjectName, ObjectType, Statement as SqlStatement,
+    TableFactor, TableWithJoins, Update,
+};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a statement produced.
+#[derive(Debug)]
+pub enum StatementOutcome {
+    /// The rows of a query (or of SHOW/DESCRIBE/EXPLAIN).
+    Rows {
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    },
+    /// A data change: `verb` is "inserted", "upserted", "deleted", "updated" or "loaded".
+    Changed { verb: &'static str, count: u64 },
+    /// A definition or other statement without rows, with a short confirmation.
+    Done(String),
+}
+
+impl StatementOutcome {
+    /// The rows, if the statement returned any.
+    pub fn batches(&self) -> &[RecordBatch] {
+        match self {
+            StatementOutcome::Rows { batches, .. } => batches,
+            _ => &[],
+        }
+    }
+}
+
+/// The outcome of one statement of a script, with its run time.
+#[derive(Debug)]
+pub struct ExecutedStatement {
+    pub outcome: StatementOutcome,
+    pub elapsed: Duration,
+}
+
+impl Database {
+    /// Runs every statement of `script` in order; stops at the first failure. In a script of
+    /// several statements the failure is reported as [`EngineError::InStatement`], naming the
+    /// statement's number and position.
+    pub async fn execute_script(&self, script: &str) -> Result<Vec<ExecutedStatement>> {
+        let statements = split_statements(script);
+        if statements.is_empty() {
+            return Err(EngineError::Invalid("no statement to run".to_string()));
+        }
+        let mut executed = Vec::with_capacity(statements.len());
+        for (index, statement) in statements.iter().enumerate() {
+            let started = std::time::Instant::now();
+            let single = statements.len() == 1;
+            let outcome = self.execute_statement(statement).await.map_err(|source| {
+                if single {
+                    return source;
+                }
+                EngineError::InStatement {
+                    index: index + 1,
+                    line: statement.line,
+                    column: statement.column,
+                    source: Box::new(source),
+                }
+            })?;
+            executed.push(ExecutedStatement {
+                outcome,
+                elapsed: started.elapsed(),
+            });
+        }
+        Ok(executed)
+    }
+
+    /// Runs a script and returns the rows of its last statement.
+    pub async fn sql(&self, script: &str) -> Result<Vec<RecordBatch>> {
+        let mut executed = self.execute_script(script).await?;
+        Ok(match executed.pop().map(|e| e.outcome) {
+            Some(StatementOutcome::Rows { batches, .. }) => batches,
+            _ => Vec::new(),
+        })
+    }
+
+    /// Runs one statement.
+    pub async fn execute_statement(
+        &self,
+        statement: &ScriptStatement<'_>,
+    ) -> Result<StatementOutcome> {
+        match parse_cairn_statement(statement)? {
+            Some(CairnStatement::Rewritten(text)) => {
+                let rewritten = ScriptStatement {
+                    text: &text,
+                    ..statement.clone()
+                };
+                self.execute_datafusion(&rewritten).await
+            }
+            Some(cairn) => self.execute_cairn(cairn).await,
+            None => self.execute_datafusion(statement).await,
+        }
+    }
+
+    async fn execute_cairn(&self, statement: CairnStatement) -> Result<StatementOutcome> {
+        Ok(match statement {
+            CairnStatement::CreateType {
+                name,
+                if_not_exists,
+                object,
+            } => {
+                let record = resolve_object(&self.catalog, &object)?;
+                let created = self.catalog.create_type(&name, record, if_not_exists)?;
+                done(created, format!("created type {name}"), &name)
+            }
+            CairnStatement::CreateDataset {
+                name,
+                if_not_exists,
+                type_name,
+                primary_key,
+                partitions,
+            } => {
+                let record = self
+                    .catalog
+                    .record_type(&type_name)
+                    .ok_or_else(|| EngineError::UnknownType(type_name.clone()))?;
+                let dataset_type = DatasetType::new(record, primary_key)?;
+                let created =
+                    self.create_dataset_if(&name, dataset_type, partitions, if_not_exists)?;
+                done(created, format!("created dataset {name}"), &name)
+            }
+            CairnStatement::DropType { name, if_exists } => {
+                self.catalog.drop_type(&name, if_exists)?;
+                StatementOutcome::Done(format!("dropped type {name}"))
+            }
+            CairnStatement::DropDataset { name, if_exists } => {
+                if self.storage.dataset(&name).is_err() {
+                    if if_exists {
+                        return Ok(StatementOutcome::Done(format!("no dataset {name}")));
+                    }
+                    return Err(EngineError::UnknownDataset(name));
+                }
+                self.drop_dataset(&name)?;
+                StatementOutcome::Done(format!("dropped dataset {name}"))
+            }
+            CairnStatement::ShowDatasets => rows(show_datasets(&self.storage)?),
+            CairnStatement::ShowTypes => rows(show_types(&self.catalog)?),
+            CairnStatement::Describe { name } => {
+                if self.storage.dataset(&name).is_err()
+                    && self.catalog.record_type(&name).is_none()
+                    && self
+                        .context
+                        .table_exist(TableReference::bare(name.as_str()))?
+                {
+                    // Not a dataset: an external or in-memory table DataFusion describes.
+                    let frame = self.context.sql(&format!("DESCRIBE \"{name}\"")).await?;
+                    let schema = frame.schema().inner().clone();
+                    return Ok(StatementOutcome::Rows {
+                        schema,
+                        batches: frame.collect().await?,
+                    });
+                }
+                rows(describe(&self.storage, &self.catalog, &name)?)
+            }
+            CairnStatement::InsertJson {
+                dataset,
+                upsert,
+                json,
+            } => self.insert_json(&dataset, upsert, &json).await?,
+            CairnStatement::Copy {
+                dataset,
+                paths,
+                format,
+            } => self.copy_from(&dataset, paths, format).await?,
+            CairnStatement::Rewritten(_) => {
+                return Err(EngineError::Runtime(
+                    "a rewritten statement reached the Cairn executor".to_string(),
+                ));
+            }
+        })
+    }
+
+    async fn insert_json(&self, name: &str, upsert: bool, json: &str) -> Result<StatementOutcome> {
+        let dataset = self
+            .storage
+            .dataset(name)
+            .map_err(|_| EngineError::UnknownDataset(name.to_string()))?;
+        let mut text = json.trim();
+        // AsterixDB writes `INSERT INTO d ([...])`; the parentheses carry no meaning.
+        while text.starts_with('(') && text.ends_with(')') {
+            text = text[1..text.len() - 1].trim();
+        }
+        let wrapped;
+        if !text.starts_with('[') {
+            wrapped = format!("[{text}]");
+            text = &wrapped;
+        }
+        let values: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| {
+            EngineError::Invalid(format!(
+                "INSERT INTO {name}: the JSON objects are malformed: {e}"
+            ))
+        })?;
+        let record_type = &dataset.shape.dataset_type.record;
+        let ops = values
+            .iter()
+            .enumerate()
+            .map(|(position, value)| {
+                let record = record_from_json(record_type, value).map_err(|e| {
+                    EngineError::Invalid(format!(
+                        "INSERT INTO {name}: object {} of {}: {e}",
+                        position + 1,
+                        values.len()
+                    ))
+                })?;
+                Ok(if upsert {
+                    WriteOp::Upsert(record)
+                } else {
+                    WriteOp::Insert(record)
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let count = apply(self.storage.clone(), &dataset, ops).await?;
+        Ok(StatementOutcome::Changed {
+            verb: if upsert { "upserted" } else { "inserted" },
+            count,
+        })
+    }
+
+    async fn copy_from(
+        &self,
+        name: &str,
+        paths: Vec<String>,
+        format: Option<String>,
+    ) -> Result<StatementOutcome> {
+        self.storage
+            .dataset(name)
+            .map_err(|_| EngineError::UnknownDataset(name.to_string()))?;
+        let format = format
+            .map(|f| {
+                f.parse::<InputFormat>()
+                    .map_err(|e| EngineError::Invalid(format!("COPY {name}: {e}")))
+            })
+            .transpose()?;
+        let files: Vec<PathBuf> = paths.into_iter().map(PathBuf::from).collect();
+        let storage = self.storage.clone();
+        let dataset = name.to_string();
+        let report = tokio::task::spawn_blocking(move || storage.load(&dataset, &files, format))
+            .await
+            .map_err(|e| {
+                EngineError::Runtime(format!("COPY {name}: the load task failed: {e}"))
+            })??;
+        Ok(StatementOutcome::Changed {
+            verb: "loaded",
+            count: report.records,
+        })
+    }
+
+    async fn execute_datafusion(
+        &self,
+        statement: &ScriptStatement<'_>,
+    ) -> Result<StatementOutcome> {
+        let state = self.context.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let parsed = state
+            .sql_to_statement(&statement.positioned_text(), &dialect)
+            .map_err(syntax_error)?;
+        if let DfStatement::Statement(sql) = &parsed {
+            match sql.as_ref() {
+                SqlStatement::CreateTable(create) => {
+                    let declaration = table_declaration(create)?;
+                    let name = declaration.name.clone();
+                    let created = self.create_dataset_if(
+                        &declaration.name,
+                        declaration.dataset_type,
+                        declaration.partitions,
+                        declaration.if_not_exists,
+                    )?;
+                    return Ok(done(created, format!("created dataset {name}"), &name));
+                }
+                SqlStatement::Drop {
+                    object_type: ObjectType::Table,
+                    if_exists,
+                    names,
+                    ..
+                } if names.iter().all(|n| self.dataset_named(n).is_some()) => {
+                    let names: Vec<String> =
+                        names.iter().filter_map(|n| self.dataset_named(n)).collect();
+                    for name in &names {
+                        self.drop_dataset(name)?;
+                    }
+                    let _ = if_exists;
+                    return Ok(StatementOutcome::Done(format!(
+                        "dropped dataset {}",
+                        names.join(", ")
+                    )));
+                }
+                SqlStatement::Delete(delete) => {
+                    if let Some(outcome) = self.delete(delete).await? {
+                        return Ok(outcome);
+                    }
+                }
+                SqlStatement::Update(update) => {
+                    if let Some(outcome) = self.update(update).await? {
+                        return Ok(outcome);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let plan = state.statement_to_plan(parsed).await?;
+        let verb = match &plan {
+            LogicalPlan::Dml(DmlStatement {
+                op: DfWriteOp::Insert(op),
+                ..
+            }) => Some(match op {
+                datafusion::logical_expr::dml::InsertOp::Replace => "upserted",
+                _ => "inserted",
+            }),
+            _ => None,
+        };
+        let frame = self.context.execute_logical_plan(plan).await?;
+        let schema = frame.schema().inner().clone();
+        let batches = frame.collect().await?;
+        Ok(match verb {
+            Some(verb) => StatementOutcome::Changed {
+                verb,
+                count: dml_count(&batches),
+            },
+            None => StatementOutcome::Rows { schema, batches },
+        })
+    }
+
+    /// The dataset an object name refers to, if it is a single-part name of a dataset.
+    fn dataset_named(&self, name: &ObjectName) -> Option<String> {
+        match name.0.as_slice() {
+            [part] => {
+                let ident = part.as_ident()?;
+                self.storage
+                    .dataset(&ident.value)
+                    .ok()
+                    .map(|_| ident.value.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// The dataset a single-table FROM/UPDATE target names, with the target's SQL text.
+    fn dml_target(&self, table: &TableWithJoins, verb: &str) -> Result<Option<String>> {
+        let TableFactor::Table { name, .. } = &table.relation else {
+            return Ok(None);
+        };
+        let Some(dataset) = self.dataset_named(name) else {
+            return Ok(None);
+        };
+        if !table.joins.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "{verb} {dataset}: joins in the target are not supported; use a subquery in WHERE"
+            )));
+        }
+        Ok(Some(dataset))
+    }
+
+    /// `DELETE FROM d [AS a] [WHERE p]`: the keys of the matching rows, deleted as one batch.
+    async fn delete(&self, delete: &Delete) -> Result<Option<StatementOutcome>> {
+        let tables = match &delete.from {
+            FromTable::WithFromKeyword(tables) | FromTable::WithoutKeyword(tables) => tables,
+        };
+        let [table] = tables.as_slice() else {
+            return Ok(None);
+        };
+        let Some(name) = self.dml_target(table, "DELETE FROM")? else {
+            return Ok(None);
+        };
+        if delete.using.is_some()
+            || delete.returning.is_some()
+            || !delete.order_by.is_empty()
+            || delete.limit.is_some()
+            || !delete.tables.is_empty()
+        {
+            return Err(EngineError::Invalid(format!(
+                "DELETE FROM {name}: USING, RETURNING, ORDER BY and LIMIT are not supported"
+            )));
+        }
+        let dataset = self.storage.dataset(&name)?;
+        let record = &dataset.shape.dataset_type.record;
+        let keys: Vec<String> = dataset
+            .shape
+            .key_column_indices
+            .iter()
+            .map(|&i| quote_ident(&record.fields[i].name))
+            .collect();
+        let query = format!(
+            "SELECT {} FROM {}{}",
+            keys.join(", "),
+            table.relation,
+            where_clause(&delete.selection)
+        );
+        let batches = self.context.sql(&query).await?.collect().await?;
+        let ops = batch_keys(&dataset, &batches)?
+            .into_iter()
+            .map(WriteOp::Delete)
+            .collect();
+        let count = apply(self.storage.clone(), &dataset, ops).await?;
+        Ok(Some(StatementOutcome::Changed {
+            verb: "deleted",
+            count,
+        }))
+    }
+
+    /// `UPDATE d [AS a] SET f = e, ... [WHERE p]`: the matching rows with the assignments
+    /// applied, upserted as one batch. Key fields cannot be assigned.
+    async fn update(&self, update: &Update) -> Result<Option<StatementOutcome>> {
+        let Some(name) = self.dml_target(&update.table, "UPDATE")? else {
+            return Ok(None);
+        };
+        if update.from.is_some()
+            || update.returning.is_some()
+            || update.or.is_some()
+            || !update.order_by.is_empty()
+            || update.limit.is_some()
+        {
+            return Err(EngineError::Invalid(format!(
+                "UPDATE {name}: FROM, RETURNING, OR, ORDER BY and LIMIT are not supported"
+            )));
+        }
+        let dataset = self.storage.dataset(&name)?;
+        let shape = &dataset.shape;
+        let record = &shape.dataset_type.record;
+        let mut select: Vec<String> = shape
+            .schema
+            .fields()
+            .iter()
+            .map(|f| quote_ident(f.name()))
+            .collect();
+        for assignment in &update.assignments {
+            let AssignmentTarget::ColumnName(column) = &assignment.target else {
+                return Err(EngineError::Invalid(format!(
+                    "UPDATE {name}: assign one column at a time (SET a = 1, b = 2)"
+                )));
+            };
+            let column = column
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.clone())
+                .unwrap_or_default();
+            let Some(index) = record.field_index(&column) else {
+                return Err(EngineError::Invalid(format!(
+                    "UPDATE {name}: {column} is not a declared field (declared: {})",
+                    record
+                        .fields
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            };
+            if shape.key_column_indices.contains(&index) {
+                return Err(EngineError::Invalid(format!(
+                    "UPDATE {name}: {column} is part of the primary key and cannot be updated; \
+                     DELETE the record and INSERT it with the new key"
+                )));
+            }
+            select[index] = format!("{} AS {}", assignment.value, quote_ident(&column));
+        }
+        let query = format!(
+            "SELECT {} FROM {}{}",
+            select.join(", "),
+            update.table.relation,
+            where_clause(&update.selection)
+        );
+        let batches = self.context.sql(&query).await?.collect().await?;
+        let ops = batch_records(&dataset, &batches)?
+            .into_iter()
+            .map(WriteOp::Upsert)
+            .collect();
+        let count = apply(self.storage.clone(), &dataset, ops).await?;
+        Ok(Some(StatementOutcome::Changed {
+            verb: "updated",
+            count,
+        }))
+    }
+}
+
+/// A parser error of DataFusion's SQL parser as a Cairn syntax error with its position (the
+/// parser saw the statement in script coordinates, see [`ScriptStatement::positioned_text`]).
+fn syntax_error(error: datafusion::error::DataFusionError) -> EngineError {
+    use datafusion::sql::sqlparser::parser::ParserError;
+    let message = match &error {
+        datafusion::error::DataFusionError::SQL(e, _) => match e.as_ref() {
+            ParserError::ParserError(m) | ParserError::TokenizerError(m) => m.clone(),
+            ParserError::RecursionLimitExceeded => "the statement nests too deeply".to_string(),
+        },
+        _ => return error.into(),
+    };
+    let Some((text, position)) = message.rsplit_once(" at Line: ") else {
+        return EngineError::Syntax {
+            line: 1,
+            column: 1,
+            message,
+        };
+    };
+    let mut numbers = position
+        .split(", Column: ")
+        .map(|n| n.trim().parse::<usize>().unwrap_or(1));
+    EngineError::Syntax {
+        line: numbers.next().unwrap_or(1),
+        column: numbers.next().unwrap_or(1),
+        message: text.to_string(),
+    }
+}
+
+fn where_clause(selection: &Option<datafusion::sql::sqlparser::ast::Expr>) -> String {
+    selection
+        .as_ref()
+        .map_or(String::new(), |predicate| format!(" WHERE {predicate}"))
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn rows(batch: RecordBatch) -> StatementOutcome {
+    StatementOutcome::Rows {
+        schema: batch.schema(),
+        batches: vec![batch],
+    }
+}
+
+fn done(created: bool, message: String, name: &str) -> StatementOutcome {
+    StatementOutcome::Done(if created {
+        message
+    } else {
+        format!("{name} already exists; nothing changed")
+    })
+}
+
+/// The row count DataFusion's DML plans return in a single `count` column.
+fn dml_count(batches: &[RecordBatch]) -> u64 {
+    batches
+        .iter()
+        .filter_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::UInt64Array>()
+                .map(|c| c.iter().flatten().sum::<u64>())
+        })
+        .sum()
+}
