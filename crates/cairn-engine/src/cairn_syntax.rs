@@ -1,7 +1,7 @@
 //! The statements Cairn parses itself, before DataFusion sees a statement: AsterixDB-style DDL
 //! (`CREATE TYPE`, `CREATE DATASET`), `DROP TYPE/DATASET`, `SHOW`, `DESCRIBE`, `COPY ... FROM`,
 //! `INSERT/UPSERT INTO d <JSON objects>`, and `UPSERT INTO d VALUES/SELECT` (rewritten to the
-//! `REPLACE INTO` DataFusion plans as an upsert). Anything else is left to DataFusion.
+//! `INSERT OR REPLACE INTO` DataFusion plans as an upsert). Anything else is left to DataFusion.
 
 use crate::error::{EngineError, Result};
 use crate::script::ScriptStatement;
@@ -69,7 +69,7 @@ pub enum CairnStatement {
         paths: Vec<String>,
         format: Option<String>,
     },
-    /// A statement DataFusion plans once rewritten (`UPSERT` → `REPLACE`).
+    /// A statement DataFusion plans once rewritten (`UPSERT` → `INSERT OR REPLACE`).
     Rewritten(String),
 }
 
@@ -384,9 +384,13 @@ pub fn parse_cairn_statement(statement: &ScriptStatement<'_>) -> Result<Option<C
                     json: statement.text[rest..].trim().to_string(),
                 }
             } else if first == "UPSERT" {
-                // `UPSERT` is AsterixDB's spelling of what DataFusion plans as `REPLACE INTO`.
+                // `UPSERT` is AsterixDB's spelling of SQLite's `INSERT OR REPLACE`, which
+                // DataFusion plans as a replacing insert.
                 let keyword_end = statement.text.len() - statement.text.trim_start().len() + 6;
-                CairnStatement::Rewritten(format!("REPLACE{}", &statement.text[keyword_end..]))
+                CairnStatement::Rewritten(format!(
+                    "INSERT OR REPLACE{}",
+                    &statement.text[keyword_end..]
+                ))
             } else {
                 return Ok(None);
             }
@@ -622,7 +626,7 @@ mod tests {
         assert_eq!(
             parse("upsert INTO D VALUES (1, 'a')").unwrap(),
             Some(CairnStatement::Rewritten(
-                "REPLACE INTO D VALUES (1, 'a')".into()
+                "INSERT OR REPLACE INTO D VALUES (1, 'a')".into()
             ))
         );
         assert_eq!(parse("INSERT INTO D VALUES (1)").unwrap(), None);

@@ -24,7 +24,10 @@ impl Database {
         let catalog = Catalog::open(dir.as_ref())?;
         let config = SessionConfig::new()
             .with_information_schema(true)
-            .set_bool("datafusion.sql_parser.enable_ident_normalization", false);
+            .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
+            // DuckDB's dialect parses lambdas (`array_any_match(l, x -> x > 1)`), which
+            // quantification over lists needs; the generic dialect reads `->` as JSON access.
+            .set_str("datafusion.sql_parser.dialect", "duckdb");
         let context = SessionContext::new_with_config(config);
         crate::functions::register_all(&context);
         let database = Database {
