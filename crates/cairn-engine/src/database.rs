@@ -3,6 +3,7 @@
 
 use crate::catalog::Catalog;
 use crate::error::{EngineError, Result};
+use crate::prepared::PlanCache;
 use crate::table::DatasetTable;
 use cairn_model::DatasetType;
 use cairn_storage::{Storage, StorageOptions};
@@ -10,11 +11,15 @@ use datafusion::common::TableReference;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Database {
     pub(crate) storage: Arc<Storage>,
     pub(crate) catalog: Catalog,
     pub(crate) context: SessionContext,
+    pub(crate) plan_cache: PlanCache,
+    /// Bumped by every change to datasets or types, so cached plans made before it are replanned.
+    catalog_version: AtomicU64,
 }
 
 impl Database {
@@ -34,6 +39,8 @@ impl Database {
             storage,
             catalog,
             context,
+            plan_cache: PlanCache::default(),
+            catalog_version: AtomicU64::new(0),
         };
         for name in database.storage.dataset_names() {
             database.register(&name)?;
@@ -49,6 +56,16 @@ impl Database {
             Arc::new(DatasetTable::new(self.storage.clone(), dataset)),
         )?;
         Ok(())
+    }
+
+    /// The current catalog version (see [`Database::catalog_changed`]).
+    pub(crate) fn catalog_version(&self) -> u64 {
+        self.catalog_version.load(Ordering::Acquire)
+    }
+
+    /// Invalidates cached plans after a change to datasets or types.
+    pub(crate) fn catalog_changed(&self) {
+        self.catalog_version.fetch_add(1, Ordering::AcqRel);
     }
 
     pub fn storage(&self) -> &Arc<Storage> {
@@ -84,6 +101,7 @@ impl Database {
         self.storage
             .create_dataset(name, dataset_type, partitions)?;
         self.register(name)?;
+        self.catalog_changed();
         Ok(true)
     }
 
@@ -102,6 +120,7 @@ impl Database {
     pub fn drop_dataset(&self, name: &str) -> Result<()> {
         self.storage.drop_dataset(name)?;
         self.context.deregister_table(TableReference::bare(name))?;
+        self.catalog_changed();
         Ok(())
     }
 }

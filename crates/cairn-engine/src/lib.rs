@@ -31,9 +31,11 @@ pub mod dml;
 pub mod error;
 pub mod execute;
 pub mod functions;
+pub mod prepared;
 pub mod script;
 pub mod table;
 
 pub use database::Database;
 pub use error::{EngineError, Result};
 pub use execute::{ExecutedStatement, StatementOutcome};
+pub use prepared::PreparedStatement;

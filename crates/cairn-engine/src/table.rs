@@ -43,7 +43,7 @@ fn storage_error(e: cairn_storage::StorageError) -> DataFusionError {
 }
 
 /// A literal as a Cairn value of the column's declared type, if it has that shape.
-fn literal_value(data_type: &DataType, literal: &ScalarValue) -> Option<Value> {
+pub(crate) fn literal_value(data_type: &DataType, literal: &ScalarValue) -> Option<Value> {
     Some(match (data_type, literal) {
         (
             DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64,
