@@ -3,4 +3,8 @@
 
 pub mod bigfun_users;
 pub mod environment;
+pub mod messages;
+pub mod quickstart;
+pub mod sql_bench;
+pub mod stats;
 pub mod storage_bench;

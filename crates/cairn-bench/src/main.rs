@@ -1,6 +1,8 @@
 //! `cairn-bench`: runs Cairn's benchmarks and generators from the command line.
 
 use cairn_bench::bigfun_users::generate_users;
+use cairn_bench::quickstart;
+use cairn_bench::sql_bench::{self, SqlBenchConfig};
 use cairn_bench::storage_bench::{self, StorageBenchConfig};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -42,6 +44,35 @@ enum Command {
         /// Bulk loads and scans are repeated this many times (the median is reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+    },
+    /// The quick start: a small BigFUN users sample loaded into Cairn and queried through SQL.
+    Quick {
+        #[arg(long, default_value_t = 10_000)]
+        users: i64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long, default_value = "bench/data")]
+        work_dir: PathBuf,
+    },
+    /// The SQL benchmark: prepared key lookups, and a one-column aggregate beside DuckDB.
+    Sql {
+        /// Rows of the generated Messages table.
+        #[arg(long, default_value_t = 10_000_000)]
+        rows: i64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long, default_value = "bench/data")]
+        work_dir: PathBuf,
+        #[arg(long, default_value = "bench/results")]
+        results_dir: PathBuf,
+        #[arg(long, default_value_t = 100_000)]
+        lookups: usize,
+        /// Aggregate runs (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Python with DuckDB installed (bench/peers/python-env.sh prints one); omit to skip DuckDB.
+        #[arg(long)]
+        python: Option<PathBuf>,
     },
     /// Writes BigFUN GleambookUsers as JSON Lines.
     GenUsers {
@@ -87,6 +118,51 @@ fn main() {
                     std::fs::read_to_string(results_dir.join("storage.md")).unwrap_or_default()
                 );
             })
+        }
+        Command::Sql {
+            rows,
+            seed,
+            work_dir,
+            results_dir,
+            lookups,
+            runs,
+            python,
+        } => {
+            if rows < 1 || runs < 1 || lookups < 1 {
+                eprintln!("error: --rows, --runs and --lookups must be at least 1");
+                std::process::exit(2);
+            }
+            let config = SqlBenchConfig {
+                rows,
+                seed,
+                work_dir,
+                results_dir: results_dir.clone(),
+                lookups,
+                runs,
+                python,
+            };
+            tokio::runtime::Runtime::new()
+                .map_err(|e| e.into())
+                .and_then(|runtime| runtime.block_on(sql_bench::run(&config)))
+                .map(|_| {
+                    println!(
+                        "{}",
+                        std::fs::read_to_string(results_dir.join("sql.md")).unwrap_or_default()
+                    );
+                })
+        }
+        Command::Quick {
+            users,
+            seed,
+            work_dir,
+        } => {
+            if users < 1 {
+                eprintln!("error: --users must be at least 1");
+                std::process::exit(2);
+            }
+            tokio::runtime::Runtime::new()
+                .map_err(|e| e.into())
+                .and_then(|runtime| runtime.block_on(quickstart::run(users, seed, &work_dir)))
         }
         Command::GenUsers { users, out, seed } => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

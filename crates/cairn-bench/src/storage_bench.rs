@@ -4,6 +4,7 @@
 
 use crate::bigfun_users::{generate_users, gleambook_users_type};
 use crate::environment::Environment;
+use crate::stats::{median, percentile_us};
 use cairn_model::json::record_from_json_text;
 use cairn_model::{Key, Record};
 use cairn_storage::{Durability, ScanRequest, Storage, StorageOptions, collect_parallel};
@@ -88,24 +89,6 @@ pub struct StorageBenchReport {
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index].as_secs_f64() * 1e6
 }
 
 /// Runs the whole benchmark and writes `storage.md` and a raw JSON file.
@@ -277,9 +260,9 @@ fn measure_lookups(
     times.sort_unstable();
     Ok(LookupResult {
         lookups: count,
-        p50_us: percentile(&times, 0.50),
-        p90_us: percentile(&times, 0.90),
-        p99_us: percentile(&times, 0.99),
+        p50_us: percentile_us(&times, 0.50),
+        p90_us: percentile_us(&times, 0.90),
+        p99_us: percentile_us(&times, 0.99),
         mean_us: mean * 1e6,
         found,
     })

@@ -1,0 +1,95 @@
+//! `cairn`, the command-line client of a Cairn database directory: parses the arguments, opens
+//! the database and hands over to the `sql`, `shell` or `load` command; errors are printed as
+//! `error [CODE]: message` with exit status 1 (usage errors exit with 2, from clap).
+
+mod error;
+mod json;
+mod load;
+mod output;
+mod run;
+mod shell;
+mod sql;
+
+use crate::error::CliError;
+use cairn_engine::Database;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "Cairn's command-line client: SQL, an interactive shell and bulk loads",
+    after_help = "Examples:\n  \
+        cairn --data ./db sql \"CREATE TYPE U AS { id: int64, name: string }; \
+        CREATE DATASET Users(U) PRIMARY KEY id\"\n  \
+        cairn --data ./db load Users users.json\n  \
+        cairn --data ./db sql --format json \"SELECT * FROM Users\"\n  \
+        cairn --data ./db shell"
+)]
+struct Cli {
+    /// The database directory (created if missing). Only one process may open it at a time.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "CAIRN_DATA",
+        default_value = "./cairn-data"
+    )]
+    data: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run SQL statements and print their results.
+    ///
+    /// Statements are separated by `;` and run in order; the first failing statement stops the
+    /// script (the statements before it have taken effect) and the error names it.
+    Sql(sql::SqlArgs),
+    /// Start an interactive SQL shell.
+    ///
+    /// Statements may span lines and end with `;`. Each result is printed as a table with its
+    /// row count and time. History is kept in DIR/.cairn_history. `\q`, `exit` or Ctrl-D
+    /// quits; Ctrl-C clears the statement being typed. When standard input is not a terminal,
+    /// statements are read from it without prompts, and the exit status is 1 if any failed.
+    Shell,
+    /// Bulk-load JSON Lines, CSV or Parquet files into an existing dataset.
+    ///
+    /// All files are loaded together and atomically: an invalid record (reported with its file
+    /// and line) or a duplicate key loads nothing.
+    Load(load::LoadArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(error) if error.is_closed_pipe() => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error [{}]: {error}", error.code());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<ExitCode, CliError> {
+    // A mistyped input file is reported before the database directory is opened or created.
+    let load_bytes = match &cli.command {
+        Command::Load(args) => load::input_bytes(args)?,
+        _ => 0,
+    };
+    // DataFusion is async; the commands are not, and block on the runtime for each statement.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    let db = Database::open(&cli.data, Default::default())?;
+    match &cli.command {
+        Command::Sql(args) => sql::run(&runtime, &db, args).map(|()| ExitCode::SUCCESS),
+        Command::Shell => shell::run(&runtime, &db, &cli.data),
+        Command::Load(args) => load::run(&db, args, load_bytes).map(|()| ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,50 @@
+//! Running a script one statement at a time, so that each statement's result is shown as soon as
+//! it finishes: a failure later in a script must not hide the rows of the statements before it,
+//! which have taken effect. Errors are reported as `Database::execute_script` reports them.
+
+use crate::error::CliError;
+use cairn_engine::script::split_statements;
+use cairn_engine::{Database, EngineError, ExecutedStatement};
+use std::time::Instant;
+use tokio::runtime::Runtime;
+
+/// Runs each statement of `script` in order and hands its result to `each`; stops at the first
+/// failure, naming the failing statement when the script has several.
+pub fn run_script(
+    runtime: &Runtime,
+    db: &Database,
+    script: &str,
+    mut each: impl FnMut(ExecutedStatement) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let statements = split_statements(script);
+    if statements.is_empty() {
+        return Err(EngineError::Invalid("no statement to run".to_string()).into());
+    }
+    let single = statements.len() == 1;
+    for (index, statement) in statements.iter().enumerate() {
+        let started = Instant::now();
+        let outcome = runtime
+            .block_on(db.execute_statement(statement))
+            .map_err(|source| {
+                if single {
+                    return source;
+                }
+                EngineError::InStatement {
+                    index: index + 1,
+                    line: statement.line,
+                    column: statement.column,
+                    source: Box::new(source),
+                }
+            })?;
+        each(ExecutedStatement {
+            outcome,
+            elapsed: started.elapsed(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Whether `script` holds any statement (and not only blanks and comments).
+pub fn has_statements(script: &str) -> bool {
+    !split_statements(script).is_empty()
+}
