@@ -12,7 +12,8 @@ use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::{ColumnRange, ScanRequest, Storage};
 use datafusion::catalog::Session;
-use datafusion::common::ScalarValue;
+use datafusion::common::stats::Precision;
+use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
@@ -141,6 +142,16 @@ impl TableProvider for DatasetTable {
 
     fn table_type(&self) -> TableType {
         TableType::Base
+    }
+
+    /// The live row count (inexact: a concurrent write may change it before the scan runs).
+    /// Column min/max and null counts come with the cost-based access paths (issue 4).
+    fn statistics(&self) -> Option<Statistics> {
+        let schema = self.dataset.shape.schema.clone();
+        Some(
+            Statistics::new_unknown(&schema)
+                .with_num_rows(Precision::Inexact(self.dataset.live_rows() as usize)),
+        )
     }
 
     fn supports_filters_pushdown(

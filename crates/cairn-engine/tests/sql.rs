@@ -193,3 +193,20 @@ async fn tables_survive_reopen_and_names_are_case_sensitive() {
         .to_string();
     assert!(err.contains("users"), "{err}");
 }
+
+#[tokio::test]
+async fn tables_report_their_live_row_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_with_users(dir.path(), 40);
+    db.storage().delete("Users", Key::int(3)).unwrap();
+    let table = db
+        .context()
+        .table_provider(datafusion::common::TableReference::bare("Users"))
+        .await
+        .unwrap();
+    let statistics = table.statistics().unwrap();
+    assert_eq!(
+        statistics.num_rows,
+        datafusion::common::stats::Precision::Inexact(39)
+    );
+}
