@@ -4,8 +4,7 @@
 
 use crate::error::CliError;
 use cairn_engine::script::split_statements;
-use cairn_engine::{Database, EngineError, ExecutedStatement};
-use std::time::Instant;
+use cairn_engine::{Database, ExecutedStatement};
 use tokio::runtime::Runtime;
 
 /// Runs each statement of `script` in order and hands its result to `each`; stops at the first
@@ -14,34 +13,9 @@ pub fn run_script(
     runtime: &Runtime,
     db: &Database,
     script: &str,
-    mut each: impl FnMut(ExecutedStatement) -> Result<(), CliError>,
+    each: impl FnMut(ExecutedStatement) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let statements = split_statements(script);
-    if statements.is_empty() {
-        return Err(EngineError::Invalid("no statement to run".to_string()).into());
-    }
-    let single = statements.len() == 1;
-    for (index, statement) in statements.iter().enumerate() {
-        let started = Instant::now();
-        let outcome = runtime
-            .block_on(db.execute_statement(statement))
-            .map_err(|source| {
-                if single {
-                    return source;
-                }
-                EngineError::InStatement {
-                    index: index + 1,
-                    line: statement.line,
-                    column: statement.column,
-                    source: Box::new(source),
-                }
-            })?;
-        each(ExecutedStatement {
-            outcome,
-            elapsed: started.elapsed(),
-        })?;
-    }
-    Ok(())
+    runtime.block_on(db.execute_script_each(script, each))
 }
 
 /// Whether `script` holds any statement (and not only blanks and comments).

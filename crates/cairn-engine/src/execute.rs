@@ -60,14 +60,30 @@ impl Database {
     /// several statements the failure is reported as [`EngineError::InStatement`], naming the
     /// statement's number and position.
     pub async fn execute_script(&self, script: &str) -> Result<Vec<ExecutedStatement>> {
+        let mut executed = Vec::new();
+        self.execute_script_each(script, |statement| {
+            executed.push(statement);
+            Ok::<(), EngineError>(())
+        })
+        .await?;
+        Ok(executed)
+    }
+
+    /// Like [`Database::execute_script`], but hands each statement's outcome to `each` as soon
+    /// as it finishes (a client shows earlier results even when a later statement fails); an
+    /// error from `each` stops the script too.
+    pub async fn execute_script_each<E: From<EngineError>>(
+        &self,
+        script: &str,
+        mut each: impl FnMut(ExecutedStatement) -> Result<(), E>,
+    ) -> Result<(), E> {
         let statements = split_statements(script);
         if statements.is_empty() {
-            return Err(EngineError::Invalid("no statement to run".to_string()));
+            return Err(EngineError::Invalid("no statement to run".to_string()).into());
         }
-        let mut executed = Vec::with_capacity(statements.len());
+        let single = statements.len() == 1;
         for (index, statement) in statements.iter().enumerate() {
             let started = std::time::Instant::now();
-            let single = statements.len() == 1;
             let outcome = self.execute_statement(statement).await.map_err(|source| {
                 if single {
                     return source;
@@ -79,12 +95,12 @@ impl Database {
                     source: Box::new(source),
                 }
             })?;
-            executed.push(ExecutedStatement {
+            each(ExecutedStatement {
                 outcome,
                 elapsed: started.elapsed(),
-            });
+            })?;
         }
-        Ok(executed)
+        Ok(())
     }
 
     /// Runs a script and returns the rows of its last statement.
