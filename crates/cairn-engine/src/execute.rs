@@ -388,6 +388,20 @@ impl Database {
         Ok(Some(dataset))
     }
 
+    /// `SELECT columns FROM relation [WHERE selection]`: the rows a DELETE or UPDATE changes.
+    async fn select_matching(
+        &self,
+        columns: &[String],
+        relation: &TableFactor,
+        selection: &Option<datafusion::sql::sqlparser::ast::Expr>,
+    ) -> Result<Vec<RecordBatch>> {
+        let predicate = selection
+            .as_ref()
+            .map_or(String::new(), |predicate| format!(" WHERE {predicate}"));
+        let query = format!("SELECT {} FROM {relation}{predicate}", columns.join(", "));
+        Ok(self.context.sql(&query).await?.collect().await?)
+    }
+
     /// `DELETE FROM d [AS a] [WHERE p]`: the keys of the matching rows, deleted as one batch.
     async fn delete(&self, delete: &Delete) -> Result<Option<StatementOutcome>> {
         let tables = match &delete.from {
@@ -417,13 +431,9 @@ impl Database {
             .iter()
             .map(|&i| quote_ident(&record.fields[i].name))
             .collect();
-        let query = format!(
-            "SELECT {} FROM {}{}",
-            keys.join(", "),
-            table.relation,
-            where_clause(&delete.selection)
-        );
-        let batches = self.context.sql(&query).await?.collect().await?;
+        let batches = self
+            .select_matching(&keys, &table.relation, &delete.selection)
+            .await?;
         let ops = batch_keys(&dataset, &batches)?
             .into_iter()
             .map(WriteOp::Delete)
@@ -491,13 +501,9 @@ impl Database {
             }
             select[index] = format!("{} AS {}", assignment.value, quote_ident(&column));
         }
-        let query = format!(
-            "SELECT {} FROM {}{}",
-            select.join(", "),
-            update.table.relation,
-            where_clause(&update.selection)
-        );
-        let batches = self.context.sql(&query).await?.collect().await?;
+        let batches = self
+            .select_matching(&select, &update.table.relation, &update.selection)
+            .await?;
         let ops = batch_records(&dataset, &batches)?
             .into_iter()
             .map(WriteOp::Upsert)
@@ -536,12 +542,6 @@ fn syntax_error(error: datafusion::error::DataFusionError) -> EngineError {
         column: numbers.next().unwrap_or(1),
         message: text.to_string(),
     }
-}
-
-fn where_clause(selection: &Option<datafusion::sql::sqlparser::ast::Expr>) -> String {
-    selection
-        .as_ref()
-        .map_or(String::new(), |predicate| format!(" WHERE {predicate}"))
 }
 
 fn quote_ident(name: &str) -> String {

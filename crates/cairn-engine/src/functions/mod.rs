@@ -4,6 +4,34 @@
 //!
 //! Every function returns NULL for a row where any argument is NULL.
 
+/// Declares a scalar function's struct: a user-defined, immutable signature (each function
+/// checks and coerces its own arguments) and the parameter names its errors use.
+macro_rules! scalar_function {
+    ($(#[$doc:meta])* $name:ident, [$($parameter:literal),*]) => {
+        $(#[$doc])*
+        #[derive(Debug, PartialEq, Eq, Hash)]
+        pub struct $name {
+            signature: Signature,
+        }
+
+        impl $name {
+            const PARAMETERS: &[&str] = &[$($parameter),*];
+
+            pub fn new() -> Self {
+                Self {
+                    signature: Signature::user_defined(Volatility::Immutable),
+                }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    };
+}
+
 mod args;
 pub mod spatial;
 pub mod text;

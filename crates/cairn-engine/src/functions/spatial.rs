@@ -392,26 +392,9 @@ impl SpatialBuilder {
     }
 }
 
-/// `point(x, y)`: the point at the given coordinates.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct PointFunction {
-    signature: Signature,
-}
-
-impl PointFunction {
-    const PARAMETERS: &[&str] = &["x", "y"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for PointFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `point(x, y)`: the point at the given coordinates.
+    PointFunction, ["x", "y"]
 }
 
 impl ScalarUDFImpl for PointFunction {
@@ -468,26 +451,9 @@ impl ScalarUDFImpl for PointFunction {
     }
 }
 
-/// `circle(center, radius)`: the disk of `radius` around the point `center`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct CircleFunction {
-    signature: Signature,
-}
-
-impl CircleFunction {
-    const PARAMETERS: &[&str] = &["center", "radius"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for CircleFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `circle(center, radius)`: the disk of `radius` around the point `center`.
+    CircleFunction, ["center", "radius"]
 }
 
 impl ScalarUDFImpl for CircleFunction {
@@ -551,26 +517,9 @@ impl ScalarUDFImpl for CircleFunction {
     }
 }
 
-/// `rectangle(corner1, corner2)`: the axis-aligned rectangle spanned by two opposite corners.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct RectangleFunction {
-    signature: Signature,
-}
-
-impl RectangleFunction {
-    const PARAMETERS: &[&str] = &["corner1", "corner2"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for RectangleFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `rectangle(corner1, corner2)`: the axis-aligned rectangle spanned by two opposite corners.
+    RectangleFunction, ["corner1", "corner2"]
 }
 
 impl ScalarUDFImpl for RectangleFunction {
@@ -630,26 +579,9 @@ impl ScalarUDFImpl for RectangleFunction {
     }
 }
 
-/// `spatial_distance(a, b)`: the Euclidean distance between two points.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SpatialDistanceFunction {
-    signature: Signature,
-}
-
-impl SpatialDistanceFunction {
-    const PARAMETERS: &[&str] = &["a", "b"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for SpatialDistanceFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `spatial_distance(a, b)`: the Euclidean distance between two points.
+    SpatialDistanceFunction, ["a", "b"]
 }
 
 impl ScalarUDFImpl for SpatialDistanceFunction {
@@ -706,26 +638,9 @@ impl ScalarUDFImpl for SpatialDistanceFunction {
     }
 }
 
-/// `spatial_intersect(a, b)`: whether two points, rectangles or circles share a point.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SpatialIntersectFunction {
-    signature: Signature,
-}
-
-impl SpatialIntersectFunction {
-    const PARAMETERS: &[&str] = &["a", "b"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for SpatialIntersectFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `spatial_intersect(a, b)`: whether two points, rectangles or circles share a point.
+    SpatialIntersectFunction, ["a", "b"]
 }
 
 impl ScalarUDFImpl for SpatialIntersectFunction {

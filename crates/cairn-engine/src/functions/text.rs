@@ -200,26 +200,9 @@ impl FuzzyWordMatcher {
     }
 }
 
-/// `contains_word(text, word)`: whether `text` has a word equal to `word`, ignoring case.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ContainsWordFunction {
-    signature: Signature,
-}
-
-impl ContainsWordFunction {
-    const PARAMETERS: &[&str] = &["text", "word"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for ContainsWordFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `contains_word(text, word)`: whether `text` has a word equal to `word`, ignoring case.
+    ContainsWordFunction, ["text", "word"]
 }
 
 impl ScalarUDFImpl for ContainsWordFunction {
@@ -276,26 +259,9 @@ impl ScalarUDFImpl for ContainsWordFunction {
     }
 }
 
-/// `edit_distance(a, b)`: the Levenshtein distance between two strings, in characters.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct EditDistanceFunction {
-    signature: Signature,
-}
-
-impl EditDistanceFunction {
-    const PARAMETERS: &[&str] = &["a", "b"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for EditDistanceFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `edit_distance(a, b)`: the Levenshtein distance between two strings, in characters.
+    EditDistanceFunction, ["a", "b"]
 }
 
 impl ScalarUDFImpl for EditDistanceFunction {
@@ -345,27 +311,10 @@ impl ScalarUDFImpl for EditDistanceFunction {
     }
 }
 
-/// `edit_distance_contains(text, word, k)`: whether some word of `text` is within edit
-/// distance `k` of `word`, ignoring case.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct EditDistanceContainsFunction {
-    signature: Signature,
-}
-
-impl EditDistanceContainsFunction {
-    const PARAMETERS: &[&str] = &["text", "word", "k"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for EditDistanceContainsFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `edit_distance_contains(text, word, k)`: whether some word of `text` is within edit
+    /// distance `k` of `word`, ignoring case.
+    EditDistanceContainsFunction, ["text", "word", "k"]
 }
 
 impl ScalarUDFImpl for EditDistanceContainsFunction {
@@ -428,26 +377,9 @@ impl ScalarUDFImpl for EditDistanceContainsFunction {
     }
 }
 
-/// `string_length(s)`: the number of characters (Unicode scalar values) in `s`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct StringLengthFunction {
-    signature: Signature,
-}
-
-impl StringLengthFunction {
-    const PARAMETERS: &[&str] = &["s"];
-
-    pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-}
-
-impl Default for StringLengthFunction {
-    fn default() -> Self {
-        Self::new()
-    }
+scalar_function! {
+    /// `string_length(s)`: the number of characters (Unicode scalar values) in `s`.
+    StringLengthFunction, ["s"]
 }
 
 impl ScalarUDFImpl for StringLengthFunction {
