@@ -307,7 +307,6 @@ impl Database {
                 }
                 SqlStatement::Drop {
                     object_type: ObjectType::Table,
-                    if_exists,
                     names,
                     ..
                 } if names.iter().all(|n| self.dataset_named(n).is_some()) => {
@@ -316,7 +315,6 @@ impl Database {
                     for name in &names {
                         self.drop_dataset(name)?;
                     }
-                    let _ = if_exists;
                     return Ok(StatementOutcome::Done(format!(
                         "dropped dataset {}",
                         names.join(", ")
