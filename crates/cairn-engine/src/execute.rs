@@ -344,15 +344,17 @@ impl Database {
             }),
             _ => None,
         };
+        let confirmation = confirmation(&plan);
         let frame = self.context.execute_logical_plan(plan).await?;
         let schema = frame.schema().inner().clone();
         let batches = frame.collect().await?;
-        Ok(match verb {
-            Some(verb) => StatementOutcome::Changed {
+        Ok(match (verb, confirmation) {
+            (Some(verb), _) => StatementOutcome::Changed {
                 verb,
                 count: dml_count(&batches),
             },
-            None => StatementOutcome::Rows { schema, batches },
+            (None, Some(message)) => StatementOutcome::Done(message),
+            (None, None) => StatementOutcome::Rows { schema, batches },
         })
     }
 
@@ -544,6 +546,26 @@ fn syntax_error(error: datafusion::error::DataFusionError) -> EngineError {
 
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// What to confirm for a DataFusion statement that returns no rows (a definition or a
+/// setting), or `None` for one whose rows are its answer.
+fn confirmation(plan: &LogicalPlan) -> Option<String> {
+    use datafusion::logical_expr::{DdlStatement, Statement};
+    Some(match plan {
+        LogicalPlan::Ddl(ddl) => match ddl {
+            DdlStatement::CreateExternalTable(t) => format!("created external table {}", t.name),
+            DdlStatement::CreateMemoryTable(t) => format!("created table {}", t.name),
+            DdlStatement::CreateView(v) => format!("created view {}", v.name),
+            DdlStatement::DropTable(t) => format!("dropped table {}", t.name),
+            DdlStatement::DropView(v) => format!("dropped view {}", v.name),
+            other => format!("{} done", other.name()),
+        },
+        LogicalPlan::Statement(Statement::SetVariable(set)) => {
+            format!("set {} = {}", set.variable, set.value)
+        }
+        _ => return None,
+    })
 }
 
 fn rows(batch: RecordBatch) -> StatementOutcome {

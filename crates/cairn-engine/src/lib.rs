@@ -32,6 +32,7 @@ pub mod error;
 pub mod execute;
 pub mod functions;
 pub mod prepared;
+pub mod scan_exec;
 pub mod script;
 pub mod table;
 

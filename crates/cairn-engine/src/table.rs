@@ -1,29 +1,23 @@
-//! A storage dataset as a DataFusion table: one scan partition per storage partition, with
+//! A storage dataset as a DataFusion table: scans planned as [`DatasetScanExec`] with
 //! projection pushed into the column reads, simple column ranges pushed down for row-group
-//! pruning, `key = literal` answered by a point lookup, and inserts written through
+//! pruning and `key = literal` answered by a point lookup; inserts written through
 //! [`DatasetSink`].
 
 use crate::dml::DatasetSink;
-use arrow::array::RecordBatch;
+use crate::scan_exec::{Access, DatasetScanExec, to_statistics};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
-use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::{ColumnRange, ScanRequest, Storage};
 use datafusion::catalog::Session;
-use datafusion::common::stats::Precision;
 use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::TaskContext;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchReceiverStream;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use std::sync::Arc;
 
 /// The table over one dataset.
@@ -39,7 +33,7 @@ impl DatasetTable {
     }
 }
 
-fn storage_error(e: cairn_storage::StorageError) -> DataFusionError {
+pub(crate) fn storage_error(e: cairn_storage::StorageError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
@@ -144,14 +138,11 @@ impl TableProvider for DatasetTable {
         TableType::Base
     }
 
-    /// The live row count (inexact: a concurrent write may change it before the scan runs).
-    /// Column min/max and null counts come with the cost-based access paths (issue 4).
+    /// Live rows and per-column bounds and null counts, all inexact: deleted rows still widen
+    /// the bounds, and a concurrent write may change the figures before a scan runs.
     fn statistics(&self) -> Option<Statistics> {
-        let schema = self.dataset.shape.schema.clone();
-        Some(
-            Statistics::new_unknown(&schema)
-                .with_num_rows(Precision::Inexact(self.dataset.live_rows() as usize)),
-        )
+        let summary = self.dataset.summary().ok()?;
+        Some(to_statistics(&self.dataset, &summary))
     }
 
     fn supports_filters_pushdown(
@@ -178,40 +169,17 @@ impl TableProvider for DatasetTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let schema = match projection {
-            Some(columns) => Arc::new(self.schema().project(columns)?),
-            None => self.schema(),
+        let access = match self.pinned_key(filters) {
+            Some(key) => Access::Key(key),
+            None => Access::Full(ScanRequest {
+                projection: None,
+                ranges: self.ranges(filters),
+            }),
         };
-        let partitions: Vec<Arc<dyn PartitionStream>> = match self.pinned_key(filters) {
-            Some(key) => vec![Arc::new(KeyLookup {
-                dataset: self.dataset.clone(),
-                key,
-                projection: projection.cloned(),
-                schema: schema.clone(),
-            })],
-            None => {
-                let request = ScanRequest {
-                    projection: projection.cloned(),
-                    ranges: self.ranges(filters),
-                };
-                (0..self.dataset.partitions.len())
-                    .map(|index| {
-                        Arc::new(PartitionScanStream {
-                            dataset: self.dataset.clone(),
-                            index,
-                            request: request.clone(),
-                            schema: schema.clone(),
-                        }) as Arc<dyn PartitionStream>
-                    })
-                    .collect()
-            }
-        };
-        Ok(Arc::new(StreamingTableExec::try_new(
-            schema,
-            partitions,
-            None,
-            Vec::new(),
-            false,
+        Ok(Arc::new(DatasetScanExec::try_new(
+            self.dataset.clone(),
+            access,
+            projection.cloned(),
             limit,
         )?))
     }
@@ -224,84 +192,5 @@ impl TableProvider for DatasetTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let sink = DatasetSink::new(self.storage.clone(), self.dataset.clone(), insert_op)?;
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
-    }
-}
-
-/// One storage partition's scan as a DataFusion partition stream. The snapshot is taken when
-/// the stream starts, so a plan executed twice sees the data as of each execution.
-#[derive(Debug)]
-struct PartitionScanStream {
-    dataset: Arc<Dataset>,
-    index: usize,
-    request: ScanRequest,
-    schema: SchemaRef,
-}
-
-impl PartitionStream for PartitionScanStream {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
-        let tx = builder.tx();
-        let dataset = self.dataset.clone();
-        let (index, request) = (self.index, self.request.clone());
-        builder.spawn_blocking(move || {
-            let scan = dataset
-                .scan_partition(index, &request)
-                .map_err(storage_error)?;
-            for batch in scan {
-                if tx.blocking_send(batch.map_err(storage_error)).is_err() {
-                    break; // the consumer went away (LIMIT reached, query cancelled)
-                }
-            }
-            Ok(())
-        });
-        builder.build()
-    }
-}
-
-/// A point lookup by primary key.
-#[derive(Debug)]
-struct KeyLookup {
-    dataset: Arc<Dataset>,
-    key: Key,
-    projection: Option<Vec<usize>>,
-    schema: SchemaRef,
-}
-
-impl PartitionStream for KeyLookup {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 1);
-        let tx = builder.tx();
-        let (dataset, key, projection) = (
-            self.dataset.clone(),
-            self.key.clone(),
-            self.projection.clone(),
-        );
-        builder.spawn_blocking(move || {
-            let shape = &dataset.shape;
-            let records: Vec<_> = dataset
-                .get(&key)
-                .map_err(storage_error)?
-                .into_iter()
-                .collect();
-            let refs: Vec<_> = records.iter().collect();
-            let batch: RecordBatch =
-                records_to_batch(&shape.schema, &shape.dataset_type.record, &refs)
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let batch = match &projection {
-                Some(columns) => batch.project(columns)?,
-                None => batch,
-            };
-            let _ = tx.blocking_send(Ok(batch));
-            Ok(())
-        });
-        builder.build()
     }
 }

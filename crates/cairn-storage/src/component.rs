@@ -9,6 +9,7 @@
 use crate::cache::ByteLru;
 use crate::error::{Result, StorageError};
 use crate::shape::DatasetShape;
+use crate::statistics::{CachedSummaries, ColumnSummaries};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use bytes::Bytes;
@@ -244,6 +245,7 @@ pub struct DiskComponent {
     /// Set when a merge replaced this component: the file is deleted when the last reader
     /// drops its handle.
     obsolete: AtomicBool,
+    summaries: CachedSummaries,
 }
 
 impl DiskComponent {
@@ -302,6 +304,7 @@ impl DiskComponent {
             file,
             fences: Vec::new(),
             obsolete: AtomicBool::new(false),
+            summaries: CachedSummaries::new(),
         };
         for rg in 0..metadata.num_row_groups() {
             let rows = metadata.row_group(rg).num_rows() as u64;
@@ -500,6 +503,15 @@ impl DiskComponent {
 
     pub fn reader_metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
         self.metadata()
+    }
+
+    /// Column bounds and null counts from the footer's row-group statistics, read once.
+    pub fn summary(&self) -> Result<Arc<ColumnSummaries>> {
+        if let Some(summary) = self.summaries.get() {
+            return Ok(summary.clone());
+        }
+        let summary = Arc::new(ColumnSummaries::from_component(self, &self.shape)?);
+        Ok(self.summaries.get_or_init(|| summary).clone())
     }
 
     pub fn mark_obsolete(&self) {

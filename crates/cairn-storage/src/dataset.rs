@@ -8,6 +8,7 @@ use crate::manifest::{ComponentEntry, Manifest, PartitionManifest, manifest_path
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Found, PartitionState, Slot};
 use crate::shape::DatasetShape;
+use crate::statistics::ColumnSummaries;
 use crate::wal::Wal;
 use crate::wal_format::{LoggedOp, encode_body};
 use cairn_model::binary::encode_record;
@@ -94,6 +95,7 @@ impl Dataset {
             let mut state = PartitionState {
                 flushed_lsn: partition.flushed_lsn,
                 last_lsn: partition.flushed_lsn,
+                memtable_summary: ColumnSummaries::empty(&shape),
                 ..Default::default()
             };
             for entry in &partition.components {

@@ -10,6 +10,7 @@ use crate::dataset::{Dataset, partition_dir};
 use crate::durable_file::sync_dir;
 use crate::error::Result;
 use crate::partition::{ComponentRef, FrozenMemtable, Slot};
+use crate::statistics::ColumnSummaries;
 use crate::wal::Wal;
 use cairn_model::Record;
 use std::sync::{Arc, OnceLock};
@@ -49,6 +50,10 @@ impl Dataset {
                         first_lsn: state.memtable_first_lsn.take(),
                         last_lsn: state.last_lsn,
                         batch: OnceLock::new(),
+                        summary: std::mem::replace(
+                            &mut state.memtable_summary,
+                            ColumnSummaries::empty(&self.shape),
+                        ),
                     });
                     state
                         .slots
@@ -126,6 +131,7 @@ impl Dataset {
                 }
             }
         }
+        state.memtable_summary = ColumnSummaries::empty(&self.shape);
         state.memtable_first_lsn = None;
         state.flushed_lsn = state.last_lsn;
         Ok(())

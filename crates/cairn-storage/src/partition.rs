@@ -9,6 +9,7 @@
 use crate::component::DiskComponent;
 use crate::error::Result;
 use crate::shape::DatasetShape;
+use crate::statistics::ColumnSummaries;
 use arrow::array::RecordBatch;
 use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::{Key, Record};
@@ -27,6 +28,8 @@ pub struct FrozenMemtable {
     /// is on disk.
     pub last_lsn: u64,
     pub batch: OnceLock<RecordBatch>,
+    /// Column bounds of `rows`, carried over from the memory component.
+    pub summary: ColumnSummaries,
 }
 
 impl FrozenMemtable {
@@ -137,6 +140,8 @@ pub enum Location {
 pub struct PartitionState {
     pub memtable: BTreeMap<Key, Arc<Record>>,
     pub memtable_bytes: usize,
+    /// Column bounds of every record put into the memtable since it was last emptied.
+    pub memtable_summary: ColumnSummaries,
     /// LSN of the first write into the current memtable.
     pub memtable_first_lsn: Option<u64>,
     /// Components, newest first; frozen memtables come before disk components.
@@ -199,6 +204,7 @@ impl PartitionState {
         known_absent: bool,
     ) -> Result<()> {
         self.note_write(lsn);
+        self.memtable_summary.add_record(&record);
         let added = entry_bytes(&key, &record);
         match self.memtable.entry(key) {
             Entry::Occupied(mut entry) => {

@@ -1,0 +1,341 @@
+//! The physical scan of a dataset: one DataFusion partition per storage partition (or a single
+//! one for a key lookup), reporting the storage's row counts, column bounds and null counts as
+//! DataFusion statistics so joins and filters are planned from real figures.
+
+use crate::table::storage_error;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use cairn_model::arrow_mapping::{build_array, records_to_batch};
+use cairn_model::{DataType, Key, RecordType};
+use cairn_storage::dataset::Dataset;
+use cairn_storage::{ColumnSummary, PartitionSummary, ScanRequest};
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{ColumnStatistics, ScalarValue, Statistics, internal_err};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::limit::LimitStream;
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// How a scan reaches its rows.
+#[derive(Debug, Clone)]
+pub(crate) enum Access {
+    /// Every partition, pruning row groups by the request's column ranges.
+    Full(ScanRequest),
+    /// The one record with this primary key, if any.
+    Key(Key),
+}
+
+/// The scan of one dataset.
+#[derive(Debug)]
+pub struct DatasetScanExec {
+    dataset: Arc<Dataset>,
+    access: Access,
+    /// Columns of the dataset schema produced, in order; `None` for all.
+    projection: Option<Vec<usize>>,
+    /// Rows each partition stops after, once DataFusion pushes a limit down.
+    fetch: Option<usize>,
+    /// Statistics of the whole scan, then of each output partition, for the projected columns.
+    statistics: Arc<Statistics>,
+    partition_statistics: Vec<Arc<Statistics>>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl DatasetScanExec {
+    /// Plans the scan, summarizing each partition as it stands now. A write between planning
+    /// and execution leaves the figures slightly off, which is why they are all inexact.
+    pub(crate) fn try_new(
+        dataset: Arc<Dataset>,
+        access: Access,
+        projection: Option<Vec<usize>>,
+        fetch: Option<usize>,
+    ) -> Result<Self> {
+        let full_schema = dataset.shape.schema.clone();
+        let schema: SchemaRef = match &projection {
+            Some(columns) => Arc::new(full_schema.project(columns)?),
+            None => full_schema.clone(),
+        };
+        let (statistics, partition_statistics) = match &access {
+            Access::Full(_) => {
+                let summaries = (0..dataset.partitions.len())
+                    .map(|index| dataset.partition_summary(index))
+                    .collect::<cairn_storage::Result<Vec<_>>>()
+                    .map_err(storage_error)?;
+                let statistics = |summary: &PartitionSummary| {
+                    Arc::new(to_statistics(&dataset, summary).project(projection.as_ref()))
+                };
+                // Merged here rather than by DataFusion, which would lose the bounds of a
+                // column wherever one partition holds only nulls or nothing at all.
+                let total = statistics(&PartitionSummary::merge_all(&dataset, &summaries));
+                (total, summaries.iter().map(statistics).collect::<Vec<_>>())
+            }
+            Access::Key(_) => {
+                let one_row =
+                    Arc::new(Statistics::new_unknown(&schema).with_num_rows(Precision::Inexact(1)));
+                (one_row.clone(), vec![one_row])
+            }
+        };
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(partition_statistics.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+        .with_scheduling_type(SchedulingType::Cooperative);
+        Ok(DatasetScanExec {
+            dataset,
+            access,
+            projection,
+            fetch,
+            statistics,
+            partition_statistics,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
+        let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
+        let tx = builder.tx();
+        let dataset = self.dataset.clone();
+        let projection = self.projection.clone();
+        match self.access.clone() {
+            Access::Full(request) => builder.spawn_blocking(move || {
+                let request = ScanRequest {
+                    projection,
+                    ..request
+                };
+                let scan = dataset
+                    .scan_partition(partition, &request)
+                    .map_err(storage_error)?;
+                for batch in scan {
+                    if tx.blocking_send(batch.map_err(storage_error)).is_err() {
+                        break; // the consumer went away (LIMIT reached, query cancelled)
+                    }
+                }
+                Ok(())
+            }),
+            Access::Key(key) => builder.spawn_blocking(move || {
+                let shape = &dataset.shape;
+                let record = dataset.get(&key).map_err(storage_error)?;
+                let batch: RecordBatch = records_to_batch(
+                    &shape.schema,
+                    &shape.dataset_type.record,
+                    &record.iter().collect::<Vec<_>>(),
+                )
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                let batch = match &projection {
+                    Some(columns) => batch.project(columns)?,
+                    None => batch,
+                };
+                let _ = tx.blocking_send(Ok(batch));
+                Ok(())
+            }),
+        }
+        builder.build()
+    }
+}
+
+/// A partition summary as DataFusion statistics over the full dataset schema. Columns without
+/// a summary (nested, spatial, the open-type `$extra` column) are unknown.
+pub(crate) fn to_statistics(dataset: &Dataset, summary: &PartitionSummary) -> Statistics {
+    let schema = &dataset.shape.schema;
+    let record = &dataset.shape.dataset_type.record;
+    let mut statistics = Statistics::new_unknown(schema)
+        .with_num_rows(Precision::Inexact(summary.live_rows as usize));
+    for (column, field) in statistics.column_statistics.iter_mut().zip(schema.fields()) {
+        let Some(index) = record.field_index(field.name()) else {
+            continue;
+        };
+        if let Some(Some(column_summary)) = summary.columns.0.get(index) {
+            *column = column_statistics(record, index, column_summary);
+        }
+    }
+    statistics
+}
+
+fn column_statistics(
+    record: &RecordType,
+    index: usize,
+    summary: &ColumnSummary,
+) -> ColumnStatistics {
+    let data_type = &record.fields[index].data_type;
+    let bound = |value: &Option<cairn_model::Value>| match value {
+        Some(value) => scalar(data_type, value).map_or(Precision::Absent, Precision::Inexact),
+        None => Precision::Absent,
+    };
+    ColumnStatistics::new_unknown()
+        .with_null_count(Precision::Inexact(summary.null_count as usize))
+        .with_min_value(bound(&summary.min))
+        .with_max_value(bound(&summary.max))
+}
+
+/// A Cairn value as a DataFusion scalar of the column's Arrow type.
+fn scalar(data_type: &DataType, value: &cairn_model::Value) -> Option<ScalarValue> {
+    let array = build_array(data_type, &[value], "").ok()?;
+    ScalarValue::try_from_array(&array, 0).ok()
+}
+
+impl DisplayAs for DatasetScanExec {
+    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "DatasetScanExec: dataset={}", self.dataset.name())?;
+        match &self.access {
+            Access::Full(request) => {
+                let partitions = self.partition_statistics.len();
+                write!(f, ", access=full scan of {partitions} partitions")?;
+                if !request.ranges.is_empty() {
+                    let ranges: Vec<String> = request
+                        .ranges
+                        .iter()
+                        .map(|r| {
+                            let side = |v: &Option<cairn_model::Value>| {
+                                v.as_ref().map_or("∞".to_string(), |v| format!("{v:?}"))
+                            };
+                            format!("{} in [{}, {}]", r.column, side(&r.lower), side(&r.upper))
+                        })
+                        .collect();
+                    write!(f, " pruned by {}", ranges.join(" and "))?;
+                }
+            }
+            Access::Key(key) => write!(f, ", access=key lookup {key}")?,
+        }
+        let schema = self.schema();
+        let columns: Vec<&str> = schema.fields().iter().map(|c| c.name().as_str()).collect();
+        write!(f, ", projection=[{}]", columns.join(", "))?;
+        if let Some(fetch) = self.fetch {
+            write!(f, ", fetch={fetch}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for DatasetScanExec {
+    fn name(&self) -> &str {
+        "DatasetScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("DatasetScanExec is a leaf; it has no children to replace")
+        }
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let count = self.partition_statistics.len();
+        if partition >= count {
+            return internal_err!(
+                "DatasetScanExec of {} has {count} partitions; asked for partition {partition}",
+                self.dataset.name()
+            );
+        }
+        let stream = make_cooperative(self.partition_stream(partition));
+        Ok(match self.fetch {
+            None => stream,
+            Some(fetch) => Box::pin(LimitStream::new(
+                stream,
+                0,
+                Some(fetch),
+                BaselineMetrics::new(&self.metrics, partition),
+            )),
+        })
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let statistics = match args.partition() {
+            None => self.statistics.clone(),
+            Some(partition) => match self.partition_statistics.get(partition) {
+                Some(statistics) => statistics.clone(),
+                None => {
+                    return internal_err!(
+                        "DatasetScanExec has no partition {partition} to report statistics for"
+                    );
+                }
+            },
+        };
+        // A fetch applies per partition, so the whole scan yields up to one fetch from each.
+        let partitions = match args.partition() {
+            None => self.partition_statistics.len(),
+            Some(_) => 1,
+        };
+        Ok(match self.fetch {
+            None => statistics,
+            Some(_) => Arc::new(
+                statistics
+                    .as_ref()
+                    .clone()
+                    .with_fetch(self.fetch, 0, partitions)?,
+            ),
+        })
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.fetch
+    }
+
+    fn with_fetch(&self, fetch: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(DatasetScanExec {
+            dataset: self.dataset.clone(),
+            access: self.access.clone(),
+            projection: self.projection.clone(),
+            fetch,
+            statistics: self.statistics.clone(),
+            partition_statistics: self.partition_statistics.clone(),
+            properties: self.properties.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+}

@@ -1,0 +1,240 @@
+//! Column summaries — min, max and null count of each top-level scalar field — for the query
+//! planner: read once from a component's Parquet footer, kept up to date as the memory
+//! component is written, and combined per partition on request.
+//!
+//! A summary bounds the live rows but may be loose: rows deleted or superseded after they were
+//! summarized still count, so callers must treat every figure as an estimate (an upper bound
+//! for null counts, a bracketing interval for min/max).
+
+use crate::component::DiskComponent;
+use crate::dataset::Dataset;
+use crate::error::Result;
+use crate::partition::ComponentRef;
+use crate::scan::compare_values;
+use crate::shape::DatasetShape;
+use arrow::array::Array;
+use cairn_model::arrow_mapping::value_at;
+use cairn_model::{DataType, Record, Value};
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Bounds and null count of one column over a set of rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnSummary {
+    /// Smallest non-null value, `None` while no non-null value has been seen.
+    pub min: Option<Value>,
+    pub max: Option<Value>,
+    /// Rows where the field is null or absent.
+    pub null_count: u64,
+}
+
+impl ColumnSummary {
+    fn empty() -> Self {
+        ColumnSummary {
+            min: None,
+            max: None,
+            null_count: 0,
+        }
+    }
+
+    /// Widens the summary to cover `value`.
+    fn add(&mut self, value: &Value) {
+        if matches!(value, Value::Null | Value::Missing) {
+            self.null_count += 1;
+            return;
+        }
+        widen(&mut self.min, value, Ordering::Less);
+        widen(&mut self.max, value, Ordering::Greater);
+    }
+
+    /// Widens the summary to cover everything `other` covers.
+    fn merge(&mut self, other: &ColumnSummary) {
+        if let Some(min) = &other.min {
+            widen(&mut self.min, min, Ordering::Less);
+        }
+        if let Some(max) = &other.max {
+            widen(&mut self.max, max, Ordering::Greater);
+        }
+        self.null_count += other.null_count;
+    }
+}
+
+/// Replaces `bound` by `value` when `value` lies beyond it in direction `beyond`.
+fn widen(bound: &mut Option<Value>, value: &Value, beyond: Ordering) {
+    let replace = match bound {
+        None => true,
+        Some(current) => compare_values(value, current) == Some(beyond),
+    };
+    if replace {
+        *bound = Some(value.clone());
+    }
+}
+
+/// Whether a field of this type is summarized: the types whose values order and whose Parquet
+/// statistics Cairn reads back.
+pub fn is_summarized(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Float
+            | DataType::Double
+            | DataType::String
+            | DataType::Date
+            | DataType::Time
+            | DataType::DateTime
+            | DataType::Duration
+    )
+}
+
+/// One entry per declared field of the dataset's record type, `None` for fields that are not
+/// summarized (nested, spatial, binary) or whose statistics a component file lacks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ColumnSummaries(pub Vec<Option<ColumnSummary>>);
+
+impl ColumnSummaries {
+    /// Summaries of no rows, for a dataset's declared fields.
+    pub fn empty(shape: &DatasetShape) -> Self {
+        ColumnSummaries(
+            shape
+                .dataset_type
+                .record
+                .fields
+                .iter()
+                .map(|f| is_summarized(&f.data_type).then(ColumnSummary::empty))
+                .collect(),
+        )
+    }
+
+    /// Widens every summary to cover one record.
+    pub fn add_record(&mut self, record: &Record) {
+        for (summary, value) in self.0.iter_mut().zip(&record.values) {
+            if let Some(summary) = summary {
+                summary.add(value);
+            }
+        }
+    }
+
+    /// Widens every summary to cover `other`'s rows; a field unknown on either side stays
+    /// unknown.
+    pub fn merge(&mut self, other: &ColumnSummaries) {
+        debug_assert_eq!(self.0.len(), other.0.len(), "summaries of different types");
+        for (mine, theirs) in self.0.iter_mut().zip(&other.0) {
+            match (mine.as_mut(), theirs) {
+                (Some(mine_summary), Some(theirs)) => mine_summary.merge(theirs),
+                _ => *mine = None,
+            }
+        }
+    }
+
+    /// Summaries of a component file from its row-group statistics.
+    pub fn from_component(component: &DiskComponent, shape: &DatasetShape) -> Result<Self> {
+        let metadata = component.reader_metadata()?;
+        let row_groups = metadata.metadata().row_groups();
+        let fields = &shape.dataset_type.record.fields;
+        let summaries = fields
+            .iter()
+            .map(|field| {
+                if !is_summarized(&field.data_type) {
+                    return None;
+                }
+                let converter = StatisticsConverter::try_new(
+                    &field.name,
+                    &shape.schema,
+                    metadata.parquet_schema(),
+                )
+                .ok()?;
+                let mins = converter.row_group_mins(row_groups.iter()).ok()?;
+                let maxes = converter.row_group_maxes(row_groups.iter()).ok()?;
+                let nulls = converter.row_group_null_counts(row_groups.iter()).ok()?;
+                let mut summary = ColumnSummary::empty();
+                for row_group in 0..row_groups.len() {
+                    // A row group without statistics leaves the whole column unknown.
+                    if nulls.is_null(row_group) {
+                        return None;
+                    }
+                    summary.null_count += nulls.value(row_group);
+                    let rows = row_groups[row_group].num_rows() as u64;
+                    if nulls.value(row_group) == rows {
+                        continue; // all null: no bounds to read
+                    }
+                    let min = value_at(&field.data_type, mins.as_ref(), row_group);
+                    let max = value_at(&field.data_type, maxes.as_ref(), row_group);
+                    if matches!(min, Value::Missing) || matches!(max, Value::Missing) {
+                        return None;
+                    }
+                    widen(&mut summary.min, &min, Ordering::Less);
+                    widen(&mut summary.max, &max, Ordering::Greater);
+                }
+                Some(summary)
+            })
+            .collect();
+        Ok(ColumnSummaries(summaries))
+    }
+}
+
+/// The summary of one partition as of the moment it was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionSummary {
+    /// Live rows (exact at that moment).
+    pub live_rows: u64,
+    pub columns: ColumnSummaries,
+}
+
+impl Dataset {
+    /// Summarizes partition `index`: live rows, and column bounds over its memory component
+    /// and every component.
+    pub fn partition_summary(&self, index: usize) -> Result<PartitionSummary> {
+        let partition = &self.partitions[index];
+        let (live_rows, mut columns, components) = {
+            let state = partition.state.read();
+            let components: Vec<ComponentRef> = state
+                .slots
+                .iter()
+                .map(|slot| slot.component.clone())
+                .collect();
+            (
+                state.live_rows(),
+                state.memtable_summary.clone(),
+                components,
+            )
+        };
+        for component in &components {
+            match component {
+                ComponentRef::Disk(disk) => columns.merge(disk.summary()?.as_ref()),
+                ComponentRef::Frozen(frozen) => columns.merge(&frozen.summary),
+            }
+        }
+        Ok(PartitionSummary { live_rows, columns })
+    }
+
+    /// The summary of every partition, combined.
+    pub fn summary(&self) -> Result<PartitionSummary> {
+        let parts = (0..self.partitions.len())
+            .map(|index| self.partition_summary(index))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PartitionSummary::merge_all(self, &parts))
+    }
+}
+
+impl PartitionSummary {
+    /// The summary of the union of `parts`, all partitions of `dataset`.
+    pub fn merge_all(dataset: &Dataset, parts: &[PartitionSummary]) -> PartitionSummary {
+        let mut total = PartitionSummary {
+            live_rows: 0,
+            columns: ColumnSummaries::empty(&dataset.shape),
+        };
+        for part in parts {
+            total.live_rows += part.live_rows;
+            total.columns.merge(&part.columns);
+        }
+        total
+    }
+}
+
+/// A component's summaries, read from its footer on first use.
+pub(crate) type CachedSummaries = std::sync::OnceLock<Arc<ColumnSummaries>>;

@@ -1,0 +1,125 @@
+//! Column summaries: the same figures from the memory component as from the component files
+//! flushed from it, bounds that always bracket the live rows through upserts, deletes, merges
+//! and reopen, and no summary for fields that have none.
+
+mod common;
+
+use cairn_model::{Key, Value};
+use cairn_storage::{ColumnSummary, PartitionSummary, Storage};
+use common::*;
+
+fn summary(storage: &Storage) -> PartitionSummary {
+    storage.dataset("items").unwrap().summary().unwrap()
+}
+
+fn column<'a>(summary: &'a PartitionSummary, name: &str) -> &'a Option<ColumnSummary> {
+    let index = item_type().field_index(name).unwrap();
+    &summary.columns.0[index]
+}
+
+fn bounds(summary: &PartitionSummary, name: &str) -> (Value, Value, u64) {
+    let c = column(summary, name)
+        .as_ref()
+        .unwrap_or_else(|| panic!("no summary for {name}"));
+    (c.min.clone().unwrap(), c.max.clone().unwrap(), c.null_count)
+}
+
+#[test]
+fn memory_and_disk_summaries_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 3);
+    for id in 0..40 {
+        storage.insert("items", item(id, id)).unwrap();
+    }
+    let in_memory = summary(&storage);
+    assert_eq!(in_memory.live_rows, 40);
+    assert_eq!(bounds(&in_memory, "id"), (Value::Int(0), Value::Int(39), 0));
+    // `name` is present for even v only; strings order bytewise, so "name-8-8" is the largest.
+    assert_eq!(
+        bounds(&in_memory, "name"),
+        (
+            Value::String("name-0-0".into()),
+            Value::String("name-8-8".into()),
+            20
+        )
+    );
+    assert_eq!(
+        bounds(&in_memory, "at"),
+        (Value::DateTime(1_000_000), Value::DateTime(1_000_039), 0)
+    );
+    assert_eq!(
+        column(&in_memory, "tags"),
+        &None,
+        "lists are not summarized"
+    );
+    assert_eq!(
+        column(&in_memory, "loc"),
+        &None,
+        "points are not summarized"
+    );
+
+    storage.flush("items").unwrap();
+    assert_eq!(
+        summary(&storage),
+        in_memory,
+        "the footer says what memory said"
+    );
+
+    drop(storage);
+    let reopened = open(dir.path());
+    assert_eq!(summary(&reopened), in_memory, "and so it does after reopen");
+}
+
+#[test]
+fn bounds_bracket_live_rows_through_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 2);
+    for id in 0..30 {
+        storage.insert("items", item(id, id)).unwrap();
+    }
+    storage.flush("items").unwrap();
+    storage.upsert("items", item(5, 1000)).unwrap();
+    storage.upsert("items", item(6, -7)).unwrap();
+    for id in 20..30 {
+        storage.delete("items", Key::int(id)).unwrap();
+    }
+    let mut live = Vec::new();
+    for id in 0..30 {
+        if let Some(record) = storage.get("items", &Key::int(id)).unwrap() {
+            live.push(record);
+        }
+    }
+    let check = |summary: &PartitionSummary| {
+        assert_eq!(summary.live_rows, live.len() as u64);
+        let (min, max, _) = bounds(summary, "v");
+        let v_index = item_type().field_index("v").unwrap();
+        for record in &live {
+            let Value::Int(v) = record.values[v_index] else {
+                panic!("v is an integer")
+            };
+            assert!(matches!(min, Value::Int(m) if m <= v), "{min:?} above {v}");
+            assert!(matches!(max, Value::Int(m) if m >= v), "{max:?} below {v}");
+        }
+        assert_eq!((min, max), (Value::Int(-7), Value::Int(1000)));
+    };
+    check(&summary(&storage));
+    storage.flush("items").unwrap();
+    check(&summary(&storage));
+    storage.compact("items").unwrap();
+    check(&summary(&storage));
+    assert_eq!(
+        bounds(&summary(&storage), "id"),
+        (Value::Int(0), Value::Int(19), 0),
+        "a merge drops deleted rows, so the bounds tighten"
+    );
+}
+
+#[test]
+fn an_empty_dataset_has_no_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 4);
+    let empty = summary(&storage);
+    assert_eq!(empty.live_rows, 0);
+    let id = column(&empty, "id").as_ref().unwrap();
+    assert_eq!((&id.min, &id.max, id.null_count), (&None, &None, 0));
+}
