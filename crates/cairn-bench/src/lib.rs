@@ -1,8 +1,9 @@
 //! Cairn's benchmarks: data generators, workloads and drivers whose results go to
 //! `bench/results/` with the machine, versions, data size and command line.
 
-pub mod bigfun_users;
+pub mod bigfun;
 pub mod environment;
+pub mod generator_bench;
 pub mod messages;
 pub mod quickstart;
 pub mod sql_bench;

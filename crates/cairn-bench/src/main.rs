@@ -1,6 +1,7 @@
 //! `cairn-bench`: runs Cairn's benchmarks and generators from the command line.
 
-use cairn_bench::bigfun_users::generate_users;
+use cairn_bench::bigfun::generate_users;
+use cairn_bench::generator_bench::{self, GeneratorBenchConfig};
 use cairn_bench::quickstart;
 use cairn_bench::sql_bench::{self, SqlBenchConfig};
 use cairn_bench::storage_bench::{self, StorageBenchConfig};
@@ -73,6 +74,19 @@ enum Command {
         /// Python with DuckDB installed (bench/peers/python-env.sh prints one); omit to skip DuckDB.
         #[arg(long)]
         python: Option<PathBuf>,
+    },
+    /// The BigFUN generator benchmark: MB/s of JSON, with and without the normalized tables.
+    BigfunGen {
+        #[arg(long, default_value_t = 1_000_000)]
+        users: i64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value = "bench/data")]
+        work_dir: PathBuf,
+        #[arg(long, default_value = "bench/results")]
+        results_dir: PathBuf,
     },
     /// Writes BigFUN GleambookUsers as JSON Lines.
     GenUsers {
@@ -163,6 +177,32 @@ fn main() {
             tokio::runtime::Runtime::new()
                 .map_err(|e| e.into())
                 .and_then(|runtime| runtime.block_on(quickstart::run(users, seed, &work_dir)))
+        }
+        Command::BigfunGen {
+            users,
+            seed,
+            runs,
+            work_dir,
+            results_dir,
+        } => {
+            if users < 1 || runs < 1 {
+                eprintln!("error: --users and --runs must be at least 1");
+                std::process::exit(2);
+            }
+            let config = GeneratorBenchConfig {
+                users,
+                seed,
+                runs,
+                work_dir,
+                results_dir: results_dir.clone(),
+            };
+            generator_bench::run(&config).map(|()| {
+                println!(
+                    "{}",
+                    std::fs::read_to_string(results_dir.join("bigfun-generator.md"))
+                        .unwrap_or_default()
+                );
+            })
         }
         Command::GenUsers { users, out, seed } => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

@@ -2,7 +2,7 @@
 //! Parquet file that Cairn and DuckDB both load: chirp-like texts of 4–24 words drawn from a
 //! fixed vocabulary, deterministic for a seed.
 
-use crate::bigfun_users::SplitMix;
+use crate::bigfun::SplitMix;
 use arrow::array::{Int64Array, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;

@@ -2,7 +2,7 @@
 //! dataset with Cairn DDL, bulk load it with COPY, and run the BigFUN user queries (Q1–Q5 and
 //! an aggregate) through SQL, printing each answer and its time.
 
-use crate::bigfun_users::generate_users;
+use crate::bigfun::generate_users;
 use arrow::array::RecordBatch;
 use arrow::util::pretty::pretty_format_batches;
 use cairn_engine::{Database, StatementOutcome};

@@ -2,7 +2,7 @@
 //! group commit, point lookups, and full scans of one column and of all columns, over
 //! BigFUN-shaped GleambookUsers records.
 
-use crate::bigfun_users::{generate_users, gleambook_users_type};
+use crate::bigfun::{generate_users, gleambook_users_type};
 use crate::environment::Environment;
 use crate::stats::{median, percentile_us};
 use cairn_model::json::record_from_json_text;
@@ -240,7 +240,7 @@ fn measure_lookups(
     seed: u64,
 ) -> Result<LookupResult, cairn_storage::StorageError> {
     let dataset = storage.dataset("GleambookUsers")?;
-    let mut rng = crate::bigfun_users::SplitMix::new(seed, 0xBEEF);
+    let mut rng = crate::bigfun::SplitMix::new(seed, 0xBEEF);
     // Warm the caches: every row group once.
     for id in (1..=users).step_by(1024) {
         let _ = dataset.get(&Key::int(id));

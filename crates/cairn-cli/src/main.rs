@@ -1,8 +1,10 @@
 //! `cairn`, the command-line client of a Cairn database directory: parses the arguments, opens
-//! the database and hands over to the `sql`, `shell` or `load` command; errors are printed as
+//! the database and hands over to the `sql`, `shell` or `load` command (or, without a
+//! database, to `gen`); errors are printed as
 //! `error [CODE]: message` with exit status 1 (usage errors exit with 2, from clap).
 
 mod error;
+mod generate;
 mod json;
 mod load;
 mod output;
@@ -26,7 +28,8 @@ use std::process::ExitCode;
         CREATE DATASET Users(U) PRIMARY KEY id\"\n  \
         cairn --data ./db load Users users.json\n  \
         cairn --data ./db sql --format json \"SELECT * FROM Users\"\n  \
-        cairn --data ./db shell"
+        cairn --data ./db shell\n  \
+        cairn gen bigfun --users 10000 --out ./bigfun-data"
 )]
 struct Cli {
     /// The database directory (created if missing). Only one process may open it at a time.
@@ -61,6 +64,9 @@ enum Command {
     /// All files are loaded together and atomically: an invalid record (reported with its file
     /// and line) or a duplicate key loads nothing.
     Load(load::LoadArgs),
+    /// Generate benchmark data into a directory (does not open the database).
+    #[command(subcommand)]
+    Gen(generate::GenerateCommand),
 }
 
 fn main() -> ExitCode {
@@ -76,20 +82,22 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<ExitCode, CliError> {
-    // A mistyped input file is reported before the database directory is opened or created.
-    let load_bytes = match &cli.command {
-        Command::Load(args) => load::input_bytes(args)?,
-        _ => 0,
-    };
     // DataFusion is async; the commands are not, and block on the runtime for each statement.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Runtime)?;
-    let db = Database::open(&cli.data, Default::default())?;
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(CliError::Runtime)
+    };
+    let open = || Database::open(&cli.data, Default::default());
     match &cli.command {
-        Command::Sql(args) => sql::run(&runtime, &db, args).map(|()| ExitCode::SUCCESS),
-        Command::Shell => shell::run(&runtime, &db, &cli.data),
-        Command::Load(args) => load::run(&db, args, load_bytes).map(|()| ExitCode::SUCCESS),
+        Command::Sql(args) => sql::run(&runtime()?, &open()?, args).map(|()| ExitCode::SUCCESS),
+        Command::Shell => shell::run(&runtime()?, &open()?, &cli.data),
+        Command::Load(args) => {
+            // A mistyped input file is reported before the database directory is opened.
+            let load_bytes = load::input_bytes(args)?;
+            load::run(&open()?, args, load_bytes).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Gen(command) => generate::run(command).map(|()| ExitCode::SUCCESS),
     }
 }

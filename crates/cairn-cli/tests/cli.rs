@@ -376,3 +376,58 @@ fn help_documents_each_command() {
     let output = cairn(dir.path(), &["load", "--help"], None);
     assert!(stdout(&output).contains("parquet"));
 }
+
+#[test]
+fn generated_bigfun_data_loads_and_answers_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, db) = (dir.path().join("bigfun"), dir.path().join("db"));
+    let output = cairn(
+        &db,
+        &[
+            "gen",
+            "bigfun",
+            "--users",
+            "300",
+            "--out",
+            data.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = stdout(&output);
+    assert!(report.starts_with("generated 300 users, "), "{report}");
+    assert!(!db.exists(), "gen does not open or create the database");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("bigfun.json")).unwrap()).unwrap();
+    assert!(data.join("normalized/chirp_messages.csv").exists());
+
+    let ddl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/bigfun/ddl.sql");
+    sql_ok(&db, &["-f", ddl]);
+    for dataset in ["GleambookUsers", "GleambookMessages", "ChirpMessages"] {
+        let file = data.join(format!("{dataset}.json"));
+        let output = cairn(&db, &["load", dataset, file.to_str().unwrap()], None);
+        assert!(output.status.success(), "{dataset}: {}", stderr(&output));
+    }
+    let counts = sql_ok(
+        &db,
+        &[
+            "--format",
+            "csv",
+            "SELECT (SELECT count(*) FROM GleambookUsers) AS u, \
+             (SELECT count(*) FROM GleambookMessages) AS m, \
+             (SELECT count(*) FROM ChirpMessages) AS c",
+        ],
+    );
+    assert_eq!(
+        counts.lines().nth(1).unwrap(),
+        format!("300,{},{}", manifest["messages"], manifest["chirps"])
+    );
+
+    let bad = cairn(&db, &["gen", "bigfun", "--users", "0", "--out", "x"], None);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("--users must be at least 1"),
+        "{}",
+        stderr(&bad)
+    );
+}
