@@ -8,6 +8,7 @@
 
 use crate::cache::ByteLru;
 use crate::error::{Result, StorageError};
+use crate::secondary_index::ComponentIndex;
 use crate::shape::DatasetShape;
 use crate::statistics::{CachedSummaries, ColumnSummaries};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -18,7 +19,7 @@ use cairn_model::{Key, KeyValue, Record};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::basic::Compression;
 use parquet::bloom_filter::Sbbf;
@@ -239,13 +240,15 @@ pub struct DiskComponent {
     pub path: PathBuf,
     pub rows: u64,
     pub bytes: u64,
-    shape: Arc<DatasetShape>,
+    pub(crate) shape: Arc<DatasetShape>,
     file: ComponentFile,
     fences: Vec<RowGroupFence>,
     /// Set when a merge replaced this component: the file is deleted when the last reader
     /// drops its handle.
     obsolete: AtomicBool,
     summaries: CachedSummaries,
+    /// Secondary indexes read or built so far, by index name.
+    pub(crate) indexes: parking_lot::Mutex<std::collections::HashMap<String, Arc<ComponentIndex>>>,
 }
 
 impl DiskComponent {
@@ -305,6 +308,7 @@ impl DiskComponent {
             fences: Vec::new(),
             obsolete: AtomicBool::new(false),
             summaries: CachedSummaries::new(),
+            indexes: Default::default(),
         };
         for rg in 0..metadata.num_row_groups() {
             let rows = metadata.row_group(rg).num_rows() as u64;
@@ -360,7 +364,7 @@ impl DiskComponent {
         }
     }
 
-    fn metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
+    pub(crate) fn metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
         let key = self.cache_key(0, CachedKind::Metadata);
         self.file.caches.metadata.get_or_try_insert(&key, || {
             let metadata = ArrowReaderMetadata::load(
@@ -388,24 +392,27 @@ impl DiskComponent {
         } else {
             ProjectionMask::all()
         };
-        let batches = self.read_batches(metadata, vec![row_group], mask, None)?;
+        let batches = self.read_batches(metadata, vec![row_group], mask, None, None)?;
         concat_columns(&batches, &self.path)
     }
 
-    fn read_batches(
+    pub(crate) fn read_batches(
         &self,
         metadata: &ArrowReaderMetadata,
         row_groups: Vec<usize>,
         mask: ProjectionMask,
         batch_rows: Option<usize>,
+        selection: Option<RowSelection>,
     ) -> Result<Vec<RecordBatch>> {
-        let reader =
+        let mut builder =
             ParquetRecordBatchReaderBuilder::new_with_metadata(self.file.clone(), metadata.clone())
                 .with_row_groups(row_groups)
                 .with_projection(mask)
-                .with_batch_size(batch_rows.unwrap_or(self.max_row_group_rows()))
-                .build()
-                .map_err(|e| parquet_error(&self.path, e))?;
+                .with_batch_size(batch_rows.unwrap_or(self.max_row_group_rows()));
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        let reader = builder.build().map_err(|e| parquet_error(&self.path, e))?;
         reader
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| parquet_error(&self.path, e))
@@ -498,7 +505,7 @@ impl DiskComponent {
             }
             None => ProjectionMask::all(),
         };
-        self.read_batches(&metadata, vec![row_group], mask, Some(8192))
+        self.read_batches(&metadata, vec![row_group], mask, Some(8192), None)
     }
 
     pub fn reader_metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
@@ -534,6 +541,7 @@ impl Drop for DiskComponent {
             if let Err(e) = std::fs::remove_file(&self.path) {
                 tracing::warn!(path = %self.path.display(), error = %e, "could not delete merged component");
             }
+            self.remove_index_files();
         }
     }
 }

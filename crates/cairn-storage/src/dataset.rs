@@ -7,6 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::manifest::{ComponentEntry, Manifest, PartitionManifest, manifest_path, write_manifest};
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Found, PartitionState, Slot};
+use crate::secondary_index::IndexDefinition;
 use crate::shape::DatasetShape;
 use crate::statistics::ColumnSummaries;
 use crate::wal::Wal;
@@ -59,6 +60,8 @@ pub struct Dataset {
     /// Serializes manifest replacement.
     manifest_lock: Mutex<()>,
     pub(crate) caches: Arc<ReadCaches>,
+    /// Secondary indexes, as in the manifest (plus one being created).
+    pub(crate) indexes: RwLock<Vec<IndexDefinition>>,
 }
 
 pub fn partition_dir(dataset_dir: &Path, partition: usize) -> PathBuf {
@@ -142,6 +145,7 @@ impl Dataset {
             next_component_id: AtomicU64::new(manifest.next_component_id),
             manifest_lock: Mutex::new(()),
             caches,
+            indexes: RwLock::new(manifest.indexes.clone()),
         })
     }
 
@@ -501,7 +505,9 @@ impl Dataset {
             partition_count: self.shape.partition_count,
             next_component_id: self.next_component_id.load(Ordering::Relaxed),
             partitions: captured.iter().map(|c| c.manifest.clone()).collect(),
+            indexes: self.indexes.read().clone(),
         };
+        self.ensure_index_files(&manifest.indexes)?;
         write_manifest(&self.dir, &manifest)?;
         for capture in captured {
             let mut state = self.partitions[capture.index].state.write();
@@ -533,6 +539,12 @@ impl Dataset {
             for slot in &partition.state.read().slots {
                 files.push(Self::component_relative_path(index, slot.component.id()));
                 files.extend(slot.deletions_file.clone());
+                for definition in self.indexes.read().iter() {
+                    files.push(format!(
+                        "p{index}/{}",
+                        definition.file_name(slot.component.id())
+                    ));
+                }
             }
         }
         files

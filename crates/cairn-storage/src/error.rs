@@ -66,6 +66,10 @@ pub enum StorageError {
     WalFailed(String),
     #[error("storage is closed")]
     Closed,
+    #[error("dataset `{dataset}` has no index `{index}`")]
+    UnknownIndex { dataset: String, index: String },
+    #[error("dataset `{dataset}` already has an index `{index}`")]
+    IndexExists { dataset: String, index: String },
 }
 
 impl StorageError {
@@ -100,6 +104,8 @@ impl StorageError {
             StorageError::InvalidInputFormat(_) => "CAIRN-S012",
             StorageError::WalFailed(_) => "CAIRN-S013",
             StorageError::Closed => "CAIRN-S014",
+            StorageError::UnknownIndex { .. } => "CAIRN-S015",
+            StorageError::IndexExists { .. } => "CAIRN-S016",
         }
     }
 }

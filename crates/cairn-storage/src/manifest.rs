@@ -7,6 +7,7 @@
 
 use crate::durable_file::replace_file;
 use crate::error::{Result, StorageError};
+use crate::secondary_index::IndexDefinition;
 use cairn_model::DatasetType;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,9 @@ pub struct Manifest {
     pub partition_count: u32,
     pub next_component_id: u64,
     pub partitions: Vec<PartitionManifest>,
+    /// Secondary indexes; every listed component has a file for each.
+    #[serde(default)]
+    pub indexes: Vec<IndexDefinition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

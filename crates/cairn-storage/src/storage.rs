@@ -19,6 +19,7 @@ use crate::error::{Result, StorageError};
 use crate::manifest::{Manifest, PartitionManifest, manifest_path, read_manifest, write_manifest};
 use crate::options::{Durability, StorageOptions};
 use crate::scan::{PartitionScan, ScanRequest};
+use crate::secondary_index::IndexDefinition;
 use crate::wal::Wal;
 use cairn_model::{DatasetType, Key, Record};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -312,6 +313,7 @@ impl Storage {
             partition_count,
             next_component_id: 1,
             partitions: vec![PartitionManifest::default(); partition_count as usize],
+            indexes: Vec::new(),
         };
         write_manifest(&dir, &manifest)?;
         sync_dir(&datasets_dir)?;
@@ -409,6 +411,19 @@ impl Storage {
 
     pub fn scan(&self, dataset: &str, request: &ScanRequest) -> Result<Vec<PartitionScan>> {
         self.dataset(dataset)?.scan(request)
+    }
+
+    /// Creates a secondary index on `dataset` and builds it over the existing data on every
+    /// core. Crash safe: until it returns, a crash leaves the dataset without the index.
+    pub fn create_index(&self, dataset: &str, definition: IndexDefinition) -> Result<()> {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        self.dataset(dataset)?
+            .create_index(definition, &self.inner.wal, threads)
+    }
+
+    /// Drops a secondary index of `dataset` and deletes its files.
+    pub fn drop_index(&self, dataset: &str, index: &str) -> Result<()> {
+        self.dataset(dataset)?.drop_index(index, &self.inner.wal)
     }
 
     /// Flushes every partition of `dataset` and trims the WAL.

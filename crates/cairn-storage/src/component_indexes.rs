@@ -1,0 +1,181 @@
+//! A disk component's secondary indexes: read from their files on first use, built (and
+//! written) when a file is missing, dropped with their files; and the fetch of the rows an
+//! index names, reading only the pages that hold them.
+
+use crate::component::DiskComponent;
+use crate::error::{Result, StorageError};
+use crate::secondary_index::{ComponentIndex, IndexDefinition, column_at_path};
+use arrow::array::{ArrayRef, RecordBatch};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+impl DiskComponent {
+    fn directory(&self) -> PathBuf {
+        self.path
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default()
+    }
+
+    /// The component's entries of index `definition`: cached, else read from the index file,
+    /// else built from the component's columns and written. A damaged file is rebuilt (an
+    /// index is derived data) with a warning.
+    pub fn index(&self, definition: &IndexDefinition) -> Result<Arc<ComponentIndex>> {
+        let mut indexes = self.indexes.lock();
+        if let Some(index) = indexes.get(&definition.name) {
+            return Ok(index.clone());
+        }
+        let field_types = definition.field_types(&self.shape.dataset_type.record);
+        let file_name = definition.file_name(self.id);
+        let path = self.directory().join(&file_name);
+        let read = if path.exists() {
+            match ComponentIndex::read(&path, field_types.clone(), self.rows) {
+                Ok(index) => Some(index),
+                Err(error) => {
+                    tracing::warn!(%error, "rebuilding a damaged index file");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let index = match read {
+            Some(index) => index,
+            None => {
+                let index = ComponentIndex::build(field_types, &self.indexed_columns(definition)?)?;
+                index.write(&self.directory(), &file_name)?;
+                index
+            }
+        };
+        let index = Arc::new(index);
+        indexes.insert(definition.name.clone(), index.clone());
+        Ok(index)
+    }
+
+    /// Every row's values of the indexed fields, one array per field.
+    fn indexed_columns(&self, definition: &IndexDefinition) -> Result<Vec<ArrayRef>> {
+        let metadata = self.metadata()?;
+        let roots: Vec<usize> = definition
+            .fields
+            .iter()
+            .filter_map(|path| {
+                let root = path.split('.').next()?;
+                self.shape.schema.index_of(root).ok()
+            })
+            .collect();
+        let mask = ProjectionMask::roots(metadata.parquet_schema(), roots);
+        let row_groups = (0..metadata.metadata().num_row_groups()).collect();
+        let batches = self.read_batches(&metadata, row_groups, mask, Some(65536), None)?;
+        definition
+            .fields
+            .iter()
+            .map(|path| {
+                let parts: Vec<ArrayRef> = batches
+                    .iter()
+                    .map(|batch| {
+                        column_at_path(batch, path).ok_or_else(|| {
+                            StorageError::corrupt(&self.path, format!("no column for `{path}`"))
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                let refs: Vec<&dyn arrow::array::Array> =
+                    parts.iter().map(|a| a.as_ref()).collect();
+                arrow::compute::concat(&refs)
+                    .map_err(|e| StorageError::corrupt(&self.path, e.to_string()))
+            })
+            .collect()
+    }
+
+    /// Makes sure index `definition` has a file, building it if not, without reading an
+    /// existing file into memory.
+    pub fn ensure_index_file(&self, definition: &IndexDefinition) -> Result<()> {
+        if self.indexes.lock().contains_key(&definition.name) {
+            return Ok(());
+        }
+        if self
+            .directory()
+            .join(definition.file_name(self.id))
+            .exists()
+        {
+            return Ok(());
+        }
+        self.index(definition).map(|_| ())
+    }
+
+    /// Forgets index `name` and deletes its file.
+    pub fn drop_index(&self, name: &str) {
+        self.indexes.lock().remove(name);
+        let path = self.directory().join(format!("c{}.{name}.idx", self.id));
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Deletes every index file of this component (when the component itself goes).
+    pub(crate) fn remove_index_files(&self) {
+        let prefix = format!("c{}.", self.id);
+        let Ok(entries) = std::fs::read_dir(self.directory()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".idx") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// The rows `rows` (ascending, distinct) with columns `projection` of the dataset schema,
+    /// reading only the row groups, and within them the pages, that hold them.
+    pub fn fetch_rows(
+        &self,
+        rows: &[u64],
+        projection: Option<&[usize]>,
+    ) -> Result<Vec<RecordBatch>> {
+        debug_assert!(rows.windows(2).all(|w| w[0] < w[1]), "rows ascending");
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut row_groups = Vec::new();
+        let mut selectors = Vec::new();
+        let mut next = rows.iter().peekable();
+        for (group, (first, count)) in self.row_group_spans().into_iter().enumerate() {
+            let end = first + count;
+            let mut position = first;
+            let mut picked = false;
+            while let Some(&&row) = next.peek() {
+                if row >= end {
+                    break;
+                }
+                if !picked {
+                    row_groups.push(group);
+                    picked = true;
+                }
+                if row > position {
+                    selectors.push(RowSelector::skip((row - position) as usize));
+                }
+                selectors.push(RowSelector::select(1));
+                position = row + 1;
+                next.next();
+            }
+            if picked && position < end {
+                selectors.push(RowSelector::skip((end - position) as usize));
+            }
+        }
+        if next.peek().is_some() {
+            return Err(StorageError::corrupt(
+                &self.path,
+                "fetch of a row beyond the component",
+            ));
+        }
+        let metadata = self.metadata()?;
+        let mask = match projection {
+            Some(columns) => {
+                ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())
+            }
+            None => ProjectionMask::all(),
+        };
+        let selection = RowSelection::from(selectors);
+        self.read_batches(&metadata, row_groups, mask, Some(8192), Some(selection))
+    }
+}

@@ -1,0 +1,255 @@
+//! A dataset's secondary indexes: creating one over a loaded dataset (built on every core,
+//! crash safe), dropping one, estimating how many rows a range matches, and the index scan of
+//! a partition.
+//!
+//! Crash safety of CREATE INDEX: the definition is registered in memory first, so components
+//! that flushes and merges create from then on get the index too; then every existing
+//! component's file is written (each durably); only then does a new manifest name the index.
+//! A crash before that leaves files no manifest names, which reopening deletes. Every
+//! manifest write also makes sure each listed component has each index's file, so no race
+//! between a flush and CREATE INDEX can leave a component without one.
+
+use crate::component::DiskComponent;
+use crate::dataset::Dataset;
+use crate::error::{Result, StorageError};
+use crate::partition::ComponentRef;
+use crate::secondary_index::{IndexDefinition, IndexRange, value_at_path};
+use crate::wal::Wal;
+use arrow::array::RecordBatch;
+use cairn_model::Record;
+use cairn_model::arrow_mapping::records_to_batch;
+use std::sync::Arc;
+
+impl Dataset {
+    /// The secondary indexes, in creation order.
+    pub fn index_definitions(&self) -> Vec<IndexDefinition> {
+        self.indexes.read().clone()
+    }
+
+    pub fn index_definition(&self, name: &str) -> Option<IndexDefinition> {
+        self.indexes.read().iter().find(|d| d.name == name).cloned()
+    }
+
+    fn disk_components(&self) -> Vec<Arc<DiskComponent>> {
+        self.partitions
+            .iter()
+            .flat_map(|p| {
+                p.state
+                    .read()
+                    .slots
+                    .iter()
+                    .filter_map(|s| match &s.component {
+                        ComponentRef::Disk(d) => Some(d.clone()),
+                        ComponentRef::Frozen(_) => None,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Builds the index files `definitions` call for that disk components lack.
+    pub(crate) fn ensure_index_files(&self, definitions: &[IndexDefinition]) -> Result<()> {
+        if definitions.is_empty() {
+            return Ok(());
+        }
+        for component in self.disk_components() {
+            for definition in definitions {
+                component.ensure_index_file(definition)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates index `definition` and builds it for every component, on `threads` threads.
+    pub fn create_index(
+        &self,
+        definition: IndexDefinition,
+        wal: &Wal,
+        threads: usize,
+    ) -> Result<()> {
+        definition
+            .validate(&self.shape.dataset_type.record)
+            .map_err(|message| StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message,
+            })?;
+        {
+            let mut indexes = self.indexes.write();
+            if indexes.iter().any(|d| d.name == definition.name) {
+                return Err(StorageError::IndexExists {
+                    dataset: self.shape.name.clone(),
+                    index: definition.name,
+                });
+            }
+            indexes.push(definition.clone());
+        }
+        let built = self.build_everywhere(&definition, threads.max(1));
+        let persisted = built.and_then(|()| self.persist_manifest(wal));
+        if let Err(error) = persisted {
+            // Nothing names the index yet: forget it and its files.
+            self.indexes.write().retain(|d| d.name != definition.name);
+            for component in self.disk_components() {
+                component.drop_index(&definition.name);
+            }
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    fn build_everywhere(&self, definition: &IndexDefinition, threads: usize) -> Result<()> {
+        let components = self.disk_components();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads.min(components.len().max(1)))
+                .map(|_| {
+                    scope.spawn(|| -> Result<()> {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(component) = components.get(i) else {
+                                return Ok(());
+                            };
+                            component.ensure_index_file(definition)?;
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or(Err(StorageError::Closed)))
+                .collect::<Result<Vec<()>>>()
+                .map(|_| ())
+        })
+    }
+
+    /// Drops index `name`: the manifest forgets it first, then its files go.
+    pub fn drop_index(&self, name: &str, wal: &Wal) -> Result<()> {
+        let removed = {
+            let mut indexes = self.indexes.write();
+            let before = indexes.len();
+            indexes.retain(|d| d.name != name);
+            before != indexes.len()
+        };
+        if !removed {
+            return Err(StorageError::UnknownIndex {
+                dataset: self.shape.name.clone(),
+                index: name.to_string(),
+            });
+        }
+        self.persist_manifest(wal)?;
+        for component in self.disk_components() {
+            component.drop_index(name);
+        }
+        Ok(())
+    }
+
+    fn unknown_index(&self, name: &str) -> StorageError {
+        StorageError::UnknownIndex {
+            dataset: self.shape.name.clone(),
+            index: name.to_string(),
+        }
+    }
+
+    /// How many entries of index `name` fall in `range`, over every partition: an upper bound
+    /// on the rows an index scan returns (entries of deleted rows still count).
+    pub fn index_estimate(&self, name: &str, range: &IndexRange) -> Result<u64> {
+        let definition = self
+            .index_definition(name)
+            .ok_or_else(|| self.unknown_index(name))?;
+        let record_type = &self.shape.dataset_type.record;
+        let leading = &definition.fields[0];
+        let matches = |record: &Record| range.contains(value_at_path(record_type, record, leading));
+        let mut total = 0u64;
+        for partition in &self.partitions {
+            let (in_memory, slots) = {
+                let state = partition.state.read();
+                let in_memory = state.memtable.values().filter(|r| matches(r)).count();
+                (in_memory as u64, state.snapshot_slots())
+            };
+            total += in_memory;
+            for (component, _) in slots {
+                total += match component {
+                    ComponentRef::Disk(disk) => {
+                        disk.index(&definition)?.positions(range).len() as u64
+                    }
+                    ComponentRef::Frozen(frozen) => {
+                        frozen.rows.iter().filter(|(_, r)| matches(r)).count() as u64
+                    }
+                };
+            }
+        }
+        Ok(total)
+    }
+
+    /// The live rows of partition `partition` whose leading indexed field lies in `range`,
+    /// found through index `name`, with columns `projection` of the dataset schema.
+    pub fn index_scan_partition(
+        &self,
+        partition: usize,
+        name: &str,
+        range: &IndexRange,
+        projection: Option<&[usize]>,
+    ) -> Result<Vec<RecordBatch>> {
+        let definition = self
+            .index_definition(name)
+            .ok_or_else(|| self.unknown_index(name))?;
+        let Some(state) = self.partitions.get(partition) else {
+            return Err(StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message: format!("partition {partition} does not exist"),
+            });
+        };
+        let record_type = &self.shape.dataset_type.record;
+        let leading = &definition.fields[0];
+        let matches = |record: &Record| range.contains(value_at_path(record_type, record, leading));
+        let (mut records, slots) = {
+            let state = state.state.read();
+            let records: Vec<Arc<Record>> = state
+                .memtable
+                .values()
+                .filter(|r| matches(r))
+                .cloned()
+                .collect();
+            (records, state.snapshot_slots())
+        };
+        let mut batches = Vec::new();
+        for (component, deleted) in slots {
+            match component {
+                ComponentRef::Disk(disk) => {
+                    let index = disk.index(&definition)?;
+                    let mut rows: Vec<u64> = index
+                        .rows(index.positions(range))
+                        .iter()
+                        .map(|&r| r as u64)
+                        .filter(|r| !deleted.contains(*r))
+                        .collect();
+                    rows.sort_unstable();
+                    batches.extend(disk.fetch_rows(&rows, projection)?);
+                }
+                ComponentRef::Frozen(frozen) => {
+                    for (row, (_, record)) in frozen.rows.iter().enumerate() {
+                        if !deleted.contains(row as u64) && matches(record) {
+                            records.push(record.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if !records.is_empty() {
+            let refs: Vec<&Record> = records.iter().map(|r| r.as_ref()).collect();
+            let batch = records_to_batch(&self.shape.schema, record_type, &refs).map_err(|e| {
+                StorageError::InvalidDefinition {
+                    dataset: self.shape.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            batches.push(match projection {
+                Some(columns) => batch.project(columns).map_err(|e| StorageError::Parquet {
+                    path: Default::default(),
+                    message: e.to_string(),
+                })?,
+                None => batch,
+            });
+        }
+        Ok(batches)
+    }
+}

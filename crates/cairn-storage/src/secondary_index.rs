@@ -1,0 +1,406 @@
+//! Secondary btree indexes (ARCHITECTURE §6): for each disk component, the indexed fields'
+//! values in order with the component rows that hold them. Persisted beside the component as
+//! an Arrow IPC file (typed values + row numbers), searched in memory in Arrow's row format,
+//! whose byte order is the values' order. The memory component is searched directly.
+//!
+//! Entries point at component rows; the component's deletion vector says whether a row is
+//! still live, so an index never returns a superseded or deleted version.
+
+use crate::error::{Result, StorageError};
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow::datatypes::{Field as ArrowField, Schema};
+use arrow::row::{RowConverter, Rows, SortField};
+use cairn_model::arrow_mapping::{arrow_type, build_array};
+use cairn_model::{DataType, Record, RecordType, Value};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Longest index name; names are used in file names, so they are plain identifiers.
+pub const INDEX_NAME_MAX: usize = 64;
+/// Most fields one index may cover.
+pub const INDEX_FIELDS_MAX: usize = 8;
+
+/// The kinds of secondary index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexKind {
+    /// Ordered values: equality and range search on the leading field.
+    #[default]
+    Btree,
+}
+
+/// A secondary index as declared: its name, the fields it orders by (field names, or dotted
+/// paths into nested objects such as `user.screen_name`) and its kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexDefinition {
+    pub name: String,
+    pub fields: Vec<String>,
+    #[serde(default)]
+    pub kind: IndexKind,
+}
+
+/// The declared type at a dotted field path, if every step names a declared field.
+pub fn field_type<'a>(record: &'a RecordType, path: &str) -> Option<&'a DataType> {
+    let mut record = record;
+    let mut steps = path.split('.').peekable();
+    while let Some(step) = steps.next() {
+        let field = &record.fields[record.field_index(step)?];
+        if steps.peek().is_none() {
+            return Some(&field.data_type);
+        }
+        let DataType::Object(inner) = &field.data_type else {
+            return None;
+        };
+        record = inner;
+    }
+    None
+}
+
+/// Whether a btree can order values of this type.
+fn orderable(data_type: &DataType) -> bool {
+    crate::statistics::is_summarized(data_type)
+}
+
+impl IndexDefinition {
+    /// Checks the definition against the dataset's record type; the error says what is wrong
+    /// and names the offending field or name.
+    pub fn validate(&self, record: &RecordType) -> std::result::Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= INDEX_NAME_MAX
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok {
+            return Err(format!(
+                "index name `{}` must be 1 to {INDEX_NAME_MAX} letters, digits or underscores",
+                self.name
+            ));
+        }
+        if self.fields.is_empty() || self.fields.len() > INDEX_FIELDS_MAX {
+            return Err(format!(
+                "index `{}` must cover 1 to {INDEX_FIELDS_MAX} fields",
+                self.name
+            ));
+        }
+        for (i, path) in self.fields.iter().enumerate() {
+            if self.fields[..i].contains(path) {
+                return Err(format!("index `{}` names field `{path}` twice", self.name));
+            }
+            let data_type = field_type(record, path).ok_or_else(|| {
+                format!(
+                    "index `{}`: no declared field `{path}` (only declared fields can be indexed)",
+                    self.name
+                )
+            })?;
+            if !orderable(data_type) {
+                return Err(format!(
+                    "index `{}`: a btree cannot order field `{path}` of type {data_type}",
+                    self.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The declared types of the indexed fields (the definition must be valid).
+    pub fn field_types(&self, record: &RecordType) -> Vec<DataType> {
+        self.fields
+            .iter()
+            .filter_map(|path| field_type(record, path).cloned())
+            .collect()
+    }
+
+    /// The file holding this index for a component file `c<id>.parquet`.
+    pub fn file_name(&self, component_id: u64) -> String {
+        format!("c{component_id}.{}.idx", self.name)
+    }
+}
+
+/// The value at a field path of a record (Missing when a step is absent).
+pub fn value_at_path<'a>(record_type: &RecordType, record: &'a Record, path: &str) -> &'a Value {
+    let mut record_type = record_type;
+    let mut values = &record.values;
+    let mut steps = path.split('.').peekable();
+    while let Some(step) = steps.next() {
+        let Some(index) = record_type.field_index(step) else {
+            return &Value::Missing;
+        };
+        let value = values.get(index).unwrap_or(&Value::Missing);
+        if steps.peek().is_none() {
+            return value;
+        }
+        match (value, &record_type.fields[index].data_type) {
+            (Value::Object(inner), DataType::Object(inner_type)) => {
+                values = &inner.values;
+                record_type = inner_type;
+            }
+            _ => return &Value::Missing,
+        }
+    }
+    &Value::Missing
+}
+
+/// The column at a field path of a batch in the dataset's schema.
+pub fn column_at_path(batch: &RecordBatch, path: &str) -> Option<ArrayRef> {
+    let mut steps = path.split('.');
+    let mut column = batch.column_by_name(steps.next()?)?.clone();
+    for step in steps {
+        let structs = column
+            .as_any()
+            .downcast_ref::<arrow::array::StructArray>()?;
+        let child = structs.column_by_name(step)?.clone();
+        // A null parent makes the child null, whatever the child array holds there.
+        column = match structs.nulls() {
+            Some(nulls) => {
+                let combined = arrow::buffer::NullBuffer::union(Some(nulls), child.nulls());
+                arrow::array::make_array(
+                    child
+                        .to_data()
+                        .into_builder()
+                        .nulls(combined)
+                        .build()
+                        .ok()?,
+                )
+            }
+            None => child,
+        };
+    }
+    Some(column)
+}
+
+/// An inclusive range on an index's leading field; `None` is unbounded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexRange {
+    pub lower: Option<Value>,
+    pub upper: Option<Value>,
+}
+
+impl IndexRange {
+    /// Whether a value of the leading field lies in the range (NULL and absent never do).
+    pub fn contains(&self, value: &Value) -> bool {
+        use crate::scan::compare_values;
+        if matches!(value, Value::Null | Value::Missing) {
+            return false;
+        }
+        let above = self.lower.as_ref().is_none_or(|lower| {
+            matches!(
+                compare_values(value, lower),
+                Some(Ordering::Greater | Ordering::Equal)
+            )
+        });
+        let below = self.upper.as_ref().is_none_or(|upper| {
+            matches!(
+                compare_values(value, upper),
+                Some(Ordering::Less | Ordering::Equal)
+            )
+        });
+        above && below
+    }
+}
+
+/// One component's entries of one index, in value order.
+pub struct ComponentIndex {
+    field_types: Vec<DataType>,
+    converter: RowConverter,
+    values: Rows,
+    rows: Vec<u32>,
+}
+
+fn converter(
+    field_types: &[DataType],
+) -> std::result::Result<RowConverter, arrow::error::ArrowError> {
+    RowConverter::new(
+        field_types
+            .iter()
+            .map(|t| SortField::new(arrow_type(t)))
+            .collect(),
+    )
+}
+
+impl ComponentIndex {
+    /// Builds the index over a component's indexed columns (one array per field, all the
+    /// component's rows in order). Rows whose leading field is null are left out.
+    pub fn build(field_types: Vec<DataType>, columns: &[ArrayRef]) -> Result<ComponentIndex> {
+        let converter = converter(&field_types).map_err(arrow_error)?;
+        let all = converter.convert_columns(columns).map_err(arrow_error)?;
+        let leading = &columns[0];
+        let mut order: Vec<u32> = (0..leading.len() as u32)
+            .filter(|&row| leading.is_valid(row as usize))
+            .collect();
+        order.sort_unstable_by(|&a, &b| {
+            all.row(a as usize)
+                .cmp(&all.row(b as usize))
+                .then(a.cmp(&b))
+        });
+        let mut values = converter.empty_rows(order.len(), all.size());
+        for &row in &order {
+            values.push(all.row(row as usize));
+        }
+        Ok(ComponentIndex {
+            field_types,
+            converter,
+            values,
+            rows: order,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Approximate bytes held in memory.
+    pub fn size(&self) -> usize {
+        self.values.size() + self.rows.len() * 4
+    }
+
+    /// The leading field's value encoded in row format, or `None` if it has another type.
+    fn encode_leading(&self, value: &Value) -> Option<Vec<u8>> {
+        let array = build_array(&self.field_types[0], &[value], "").ok()?;
+        let leading = converter(&self.field_types[..1]).ok()?;
+        let rows = leading.convert_columns(&[array]).ok()?;
+        Some(rows.row(0).as_ref().to_vec())
+    }
+
+    /// Positions `[start, end)` of the entries whose leading field lies in `range`. A bound of
+    /// another type than the field matches nothing.
+    pub fn positions(&self, range: &IndexRange) -> std::ops::Range<usize> {
+        let n = self.rows.len();
+        // Leading-field encodings are self-delimiting, so an entry's bytes start with its
+        // leading field's encoding: comparing whole entries with a lower bound, and entries
+        // cut to the bound's length with an upper bound, compares leading fields.
+        let start = match &range.lower {
+            None => 0,
+            Some(value) => match self.encode_leading(value) {
+                Some(lower) => {
+                    partition_point(n, |i| self.values.row(i).as_ref() < lower.as_slice())
+                }
+                None => return 0..0,
+            },
+        };
+        let end = match &range.upper {
+            None => n,
+            Some(value) => match self.encode_leading(value) {
+                Some(upper) => partition_point(n, |i| {
+                    let bytes = self.values.row(i);
+                    let bytes = bytes.as_ref();
+                    &bytes[..bytes.len().min(upper.len())] <= upper.as_slice()
+                }),
+                None => return 0..0,
+            },
+        };
+        start..end.max(start)
+    }
+
+    /// The component rows of the entries at `positions`.
+    pub fn rows(&self, positions: std::ops::Range<usize>) -> &[u32] {
+        &self.rows[positions]
+    }
+
+    /// The index as an Arrow IPC file: one column per field (`f0`, `f1`, ...) and `row`.
+    fn to_ipc(&self) -> Result<Vec<u8>> {
+        let mut columns = self
+            .converter
+            .convert_rows(self.values.iter())
+            .map_err(arrow_error)?;
+        columns.push(Arc::new(UInt32Array::from(self.rows.clone())));
+        let mut fields: Vec<ArrowField> = self
+            .field_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ArrowField::new(format!("f{i}"), arrow_type(t), true))
+            .collect();
+        fields.push(ArrowField::new(
+            "row",
+            arrow::datatypes::DataType::UInt32,
+            false,
+        ));
+        let batch =
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_error)?;
+        let mut bytes = Vec::new();
+        {
+            let mut writer =
+                arrow::ipc::writer::FileWriter::try_new(&mut bytes, batch.schema_ref())
+                    .map_err(arrow_error)?;
+            writer.write(&batch).map_err(arrow_error)?;
+            writer.finish().map_err(arrow_error)?;
+        }
+        Ok(bytes)
+    }
+
+    /// Writes the index file durably (temporary file, fsync, rename, fsync of the directory).
+    pub fn write(&self, dir: &Path, name: &str) -> Result<()> {
+        let bytes = self.to_ipc()?;
+        crate::durable_file::replace_file(dir, name, &[&bytes])
+    }
+
+    /// Reads an index file; `component_rows` bounds the row numbers it may hold.
+    pub fn read(path: &Path, field_types: Vec<DataType>, component_rows: u64) -> Result<Self> {
+        let corrupt = |message: String| StorageError::corrupt(path, message);
+        let file = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
+        let reader = arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(file), None)
+            .map_err(|e| corrupt(e.to_string()))?;
+        let batches = reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| corrupt(e.to_string()))?;
+        let converter = converter(&field_types).map_err(arrow_error)?;
+        let mut values = converter.empty_rows(0, 0);
+        let mut rows = Vec::new();
+        for batch in &batches {
+            if batch.num_columns() != field_types.len() + 1 {
+                return Err(corrupt("index file has the wrong columns".into()));
+            }
+            let (value_columns, row_column) = batch.columns().split_at(field_types.len());
+            let Some(row_numbers) = row_column[0].as_any().downcast_ref::<UInt32Array>() else {
+                return Err(corrupt("index row column is not uint32".into()));
+            };
+            if row_numbers
+                .values()
+                .iter()
+                .any(|&r| r as u64 >= component_rows)
+            {
+                return Err(corrupt("index names a row beyond its component".into()));
+            }
+            converter
+                .append(&mut values, value_columns)
+                .map_err(|e| corrupt(e.to_string()))?;
+            rows.extend_from_slice(row_numbers.values());
+        }
+        let sorted = (1..values.num_rows()).all(|i| values.row(i - 1) <= values.row(i));
+        if !sorted {
+            return Err(corrupt("index entries are out of order".into()));
+        }
+        Ok(ComponentIndex {
+            field_types,
+            converter,
+            values,
+            rows,
+        })
+    }
+}
+
+fn partition_point(n: usize, mut before: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+fn arrow_error(e: arrow::error::ArrowError) -> StorageError {
+    StorageError::Parquet {
+        path: Default::default(),
+        message: e.to_string(),
+    }
+}
