@@ -69,8 +69,36 @@ pub enum CairnStatement {
         paths: Vec<String>,
         format: Option<String>,
     },
+    /// `CREATE INDEX name ON d(f[, g]) [TYPE kind] [INCLUDE (h, ..)]`.
+    CreateIndex {
+        name: String,
+        dataset: String,
+        if_not_exists: bool,
+        fields: Vec<String>,
+        kind: IndexKindSyntax,
+        include: Vec<String>,
+    },
+    /// `DROP INDEX d.name` (AsterixDB) or `DROP INDEX name ON d`.
+    DropIndex {
+        dataset: String,
+        name: String,
+        if_exists: bool,
+    },
+    /// `SHOW INDEXES [ON d]`.
+    ShowIndexes {
+        dataset: Option<String>,
+    },
     /// A statement DataFusion plans once rewritten (`UPSERT` → `INSERT OR REPLACE`).
     Rewritten(String),
+}
+
+/// The index kinds `CREATE INDEX ... TYPE` names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IndexKindSyntax {
+    Btree,
+    Rtree,
+    Keyword,
+    Ngram(u32),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -342,6 +370,37 @@ pub fn parse_cairn_statement(statement: &ScriptStatement<'_>) -> Result<Option<C
                 CairnStatement::DropDataset { name, if_exists }
             }
         }
+        ("CREATE", "INDEX") => {
+            lexer.next()?;
+            create_index(&mut lexer)?
+        }
+        ("DROP", "INDEX") => {
+            lexer.next()?;
+            let if_exists = lexer.if_exists()?;
+            let first_name = lexer.identifier("an index name")?;
+            let (dataset, name) = if lexer.eat_punct('.')? {
+                (first_name, lexer.identifier("an index name")?)
+            } else {
+                lexer.expect_keyword("ON")?;
+                (lexer.identifier("a dataset name")?, first_name)
+            };
+            lexer.expect_end()?;
+            CairnStatement::DropIndex {
+                dataset,
+                name,
+                if_exists,
+            }
+        }
+        ("SHOW", "INDEXES") => {
+            lexer.next()?;
+            let dataset = if lexer.eat_keyword("ON")? {
+                Some(lexer.identifier("a dataset name")?)
+            } else {
+                None
+            };
+            lexer.expect_end()?;
+            CairnStatement::ShowIndexes { dataset }
+        }
         ("SHOW", "DATASETS") | ("SHOW", "TYPES") => {
             lexer.next()?;
             lexer.expect_end()?;
@@ -453,6 +512,77 @@ fn create_dataset(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
         type_name,
         primary_key,
         partitions,
+    })
+}
+
+/// A field name or a dotted path into nested objects (`user.screen_name`).
+fn field_path(lexer: &mut Lexer<'_>, what: &str) -> Result<String> {
+    let mut path = lexer.identifier(what)?;
+    while lexer.eat_punct('.')? {
+        path.push('.');
+        path.push_str(&lexer.identifier("a nested field name")?);
+    }
+    Ok(path)
+}
+
+/// `[IF NOT EXISTS] name ON d(f[, g]) [TYPE BTREE|RTREE|KEYWORD|NGRAM(k)] [INCLUDE (h, ..)]`,
+/// after `CREATE INDEX`.
+fn create_index(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
+    let if_not_exists = lexer.if_not_exists()?;
+    let name = lexer.identifier("an index name")?;
+    lexer.expect_keyword("ON")?;
+    let dataset = lexer.identifier("a dataset name")?;
+    lexer.expect_punct('(')?;
+    let mut fields = vec![field_path(lexer, "an indexed field")?];
+    while lexer.eat_punct(',')? {
+        fields.push(field_path(lexer, "an indexed field")?);
+    }
+    lexer.expect_punct(')')?;
+    let mut kind = IndexKindSyntax::Btree;
+    if lexer.eat_keyword("TYPE")? {
+        let token = lexer.next()?;
+        kind = match &token {
+            Some((Token::Word(w), _)) if w.eq_ignore_ascii_case("BTREE") => IndexKindSyntax::Btree,
+            Some((Token::Word(w), _)) if w.eq_ignore_ascii_case("RTREE") => IndexKindSyntax::Rtree,
+            Some((Token::Word(w), _)) if w.eq_ignore_ascii_case("KEYWORD") => {
+                IndexKindSyntax::Keyword
+            }
+            Some((Token::Word(w), _)) if w.eq_ignore_ascii_case("NGRAM") => {
+                lexer.expect_punct('(')?;
+                let gram = lexer.next()?;
+                let k = match &gram {
+                    Some((Token::Number(n), at)) => n
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|k| (1..=8).contains(k))
+                        .ok_or_else(|| {
+                            lexer.error_at(*at, format!("NGRAM length must be 1 to 8, got {n}"))
+                        })?,
+                    _ => return Err(lexer.unexpected(&gram, "a gram length")),
+                };
+                lexer.expect_punct(')')?;
+                IndexKindSyntax::Ngram(k)
+            }
+            _ => return Err(lexer.unexpected(&token, "BTREE, RTREE, KEYWORD or NGRAM(k)")),
+        };
+    }
+    let mut include = Vec::new();
+    if lexer.eat_keyword("INCLUDE")? {
+        lexer.expect_punct('(')?;
+        include.push(field_path(lexer, "an included field")?);
+        while lexer.eat_punct(',')? {
+            include.push(field_path(lexer, "an included field")?);
+        }
+        lexer.expect_punct(')')?;
+    }
+    lexer.expect_end()?;
+    Ok(CairnStatement::CreateIndex {
+        name,
+        dataset,
+        if_not_exists,
+        fields,
+        kind,
+        include,
     })
 }
 

@@ -32,7 +32,8 @@ impl Database {
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
             // DuckDB's dialect parses lambdas (`array_any_match(l, x -> x > 1)`), which
             // quantification over lists needs; the generic dialect reads `->` as JSON access.
-            .set_str("datafusion.sql_parser.dialect", "duckdb");
+            .set_str("datafusion.sql_parser.dialect", "duckdb")
+            .with_option_extension(crate::access_path::CairnOptions::default());
         let context = SessionContext::new_with_config(config);
         crate::functions::register_all(&context);
         let database = Database {

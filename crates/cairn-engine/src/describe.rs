@@ -9,11 +9,11 @@ use cairn_model::{EXTRA_FIELDS_COLUMN, RecordType};
 use cairn_storage::Storage;
 use std::sync::Arc;
 
-fn text_column(values: Vec<String>) -> ArrayRef {
+pub(crate) fn text_column(values: Vec<String>) -> ArrayRef {
     Arc::new(StringArray::from(values))
 }
 
-fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
+pub(crate) fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
     let fields: Vec<ArrowField> = columns
         .iter()
         .map(|(name, array)| ArrowField::new(*name, array.data_type().clone(), false))

@@ -42,6 +42,9 @@ pub enum EngineError {
     },
     #[error("{0}")]
     Runtime(String),
+    /// A well-formed statement asking for a feature Cairn does not have yet.
+    #[error("not implemented yet: {0}")]
+    NotImplemented(String),
 }
 
 /// DataFusion wraps errors raised inside table providers as `External`; show the inner message
@@ -84,6 +87,7 @@ impl EngineError {
             EngineError::Invalid(_) => "CAIRN-C004",
             EngineError::InStatement { source, .. } => source.code(),
             EngineError::Runtime(_) => "CAIRN-E001",
+            EngineError::NotImplemented(_) => "CAIRN-Q004",
         }
     }
 }

@@ -171,6 +171,24 @@ impl Database {
                 self.drop_dataset(&name)?;
                 StatementOutcome::Done(format!("dropped dataset {name}"))
             }
+            CairnStatement::CreateIndex {
+                name,
+                dataset,
+                if_not_exists,
+                fields,
+                kind,
+                include,
+            } => {
+                let created =
+                    self.create_index(&dataset, &name, fields, kind, include, if_not_exists)?;
+                done(created, format!("created index {name} on {dataset}"), &name)
+            }
+            CairnStatement::DropIndex {
+                dataset,
+                name,
+                if_exists,
+            } => self.drop_index(&dataset, &name, if_exists)?,
+            CairnStatement::ShowIndexes { dataset } => rows(self.show_indexes(dataset.as_deref())?),
             CairnStatement::ShowDatasets => rows(show_datasets(&self.storage)?),
             CairnStatement::ShowTypes => rows(show_types(&self.catalog)?),
             CairnStatement::Describe { name } => {

@@ -22,6 +22,7 @@
 //! # }
 //! ```
 
+pub mod access_path;
 pub mod cairn_syntax;
 pub mod catalog;
 pub mod database;
@@ -31,6 +32,7 @@ pub mod dml;
 pub mod error;
 pub mod execute;
 pub mod functions;
+pub mod index_ddl;
 pub mod prepared;
 pub mod scan_exec;
 pub mod script;

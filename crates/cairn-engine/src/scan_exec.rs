@@ -2,11 +2,12 @@
 //! one for a key lookup), reporting the storage's row counts, column bounds and null counts as
 //! DataFusion statistics so joins and filters are planned from real figures.
 
+use crate::access_path::{Access, DisplayRange};
 use crate::table::storage_error;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use cairn_model::arrow_mapping::{build_array, records_to_batch};
-use cairn_model::{DataType, Key, RecordType};
+use cairn_model::{DataType, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::{ColumnSummary, PartitionSummary, ScanRequest};
 use datafusion::common::stats::Precision;
@@ -26,15 +27,6 @@ use datafusion::physical_plan::{
 };
 use std::fmt;
 use std::sync::Arc;
-
-/// How a scan reaches its rows.
-#[derive(Debug, Clone)]
-pub(crate) enum Access {
-    /// Every partition, pruning row groups by the request's column ranges.
-    Full(ScanRequest),
-    /// The one record with this primary key, if any.
-    Key(Key),
-}
 
 /// The scan of one dataset.
 #[derive(Debug)]
@@ -67,7 +59,7 @@ impl DatasetScanExec {
             None => full_schema.clone(),
         };
         let (statistics, partition_statistics) = match &access {
-            Access::Full(_) => {
+            Access::Full { .. } | Access::Index(_) => {
                 let summaries = (0..dataset.partitions.len())
                     .map(|index| dataset.partition_summary(index))
                     .collect::<cairn_storage::Result<Vec<_>>>()
@@ -78,7 +70,20 @@ impl DatasetScanExec {
                 // Merged here rather than by DataFusion, which would lose the bounds of a
                 // column wherever one partition holds only nulls or nothing at all.
                 let total = statistics(&PartitionSummary::merge_all(&dataset, &summaries));
-                (total, summaries.iter().map(statistics).collect::<Vec<_>>())
+                let parts = summaries.iter().map(statistics).collect::<Vec<_>>();
+                match &access {
+                    Access::Index(index) => {
+                        let share = index.estimated_rows as usize / parts.len().max(1);
+                        let estimate = |s: &Arc<Statistics>, rows: usize| {
+                            Arc::new(s.as_ref().clone().with_num_rows(Precision::Inexact(rows)))
+                        };
+                        (
+                            estimate(&total, index.estimated_rows as usize),
+                            parts.iter().map(|p| estimate(p, share)).collect(),
+                        )
+                    }
+                    _ => (total, parts),
+                }
             }
             Access::Key(_) => {
                 let one_row =
@@ -111,7 +116,23 @@ impl DatasetScanExec {
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();
         match self.access.clone() {
-            Access::Full(request) => builder.spawn_blocking(move || {
+            Access::Index(index) => builder.spawn_blocking(move || {
+                let batches = dataset
+                    .index_scan_partition(
+                        partition,
+                        &index.index,
+                        &index.range,
+                        projection.as_deref(),
+                    )
+                    .map_err(storage_error)?;
+                for batch in batches {
+                    if tx.blocking_send(Ok(batch)).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            }),
+            Access::Full { request, .. } => builder.spawn_blocking(move || {
                 let request = ScanRequest {
                     projection,
                     ..request
@@ -191,23 +212,29 @@ impl DisplayAs for DatasetScanExec {
     fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "DatasetScanExec: dataset={}", self.dataset.name())?;
         match &self.access {
-            Access::Full(request) => {
+            Access::Full { request, rejected } => {
                 let partitions = self.partition_statistics.len();
                 write!(f, ", access=full scan of {partitions} partitions")?;
                 if !request.ranges.is_empty() {
                     let ranges: Vec<String> = request
                         .ranges
                         .iter()
-                        .map(|r| {
-                            let side = |v: &Option<cairn_model::Value>| {
-                                v.as_ref().map_or("∞".to_string(), |v| format!("{v:?}"))
-                            };
-                            format!("{} in [{}, {}]", r.column, side(&r.lower), side(&r.upper))
-                        })
+                        .map(|r| format!("{} in {}", r.column, DisplayRange(&r.lower, &r.upper)))
                         .collect();
                     write!(f, " pruned by {}", ranges.join(" and "))?;
                 }
+                if let Some(reason) = rejected {
+                    write!(f, " ({reason})")?;
+                }
             }
+            Access::Index(index) => write!(
+                f,
+                ", access=index scan {} on {} in {} (estimated {} rows)",
+                index.index,
+                index.field,
+                DisplayRange(&index.range.lower, &index.range.upper),
+                index.estimated_rows
+            )?,
             Access::Key(key) => write!(f, ", access=key lookup {key}")?,
         }
         let schema = self.schema();

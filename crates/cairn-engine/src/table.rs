@@ -3,13 +3,14 @@
 //! pruning and `key = literal` answered by a point lookup; inserts written through
 //! [`DatasetSink`].
 
+use crate::access_path::{Access, AccessOverride, CairnOptions, choose};
 use crate::dml::DatasetSink;
-use crate::scan_exec::{Access, DatasetScanExec, to_statistics};
+use crate::scan_exec::{DatasetScanExec, to_statistics};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
-use cairn_storage::{ColumnRange, ScanRequest, Storage};
+use cairn_storage::{ColumnRange, Storage};
 use datafusion::catalog::Session;
 use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::sink::DataSinkExec;
@@ -164,17 +165,19 @@ impl TableProvider for DatasetTable {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let forced = match state.config_options().extensions.get::<CairnOptions>() {
+            Some(options) => AccessOverride::parse(&options.access_path)
+                .map_err(|message| DataFusionError::Plan(message))?,
+            None => AccessOverride::Auto,
+        };
         let access = match self.pinned_key(filters) {
             Some(key) => Access::Key(key),
-            None => Access::Full(ScanRequest {
-                projection: None,
-                ranges: self.ranges(filters),
-            }),
+            None => choose(&self.dataset, self.ranges(filters), forced).map_err(storage_error)?,
         };
         Ok(Arc::new(DatasetScanExec::try_new(
             self.dataset.clone(),

@@ -1,0 +1,183 @@
+//! How a dataset scan reaches its rows — key lookup, secondary-index scan, or full scan with
+//! row-group pruning — chosen by estimated cost from the filters DataFusion pushes down. The
+//! estimate for an index is the number of its entries in the range, counted exactly by binary
+//! search in each component's index, so the choice needs no histogram to be right.
+//!
+//! `SET cairn.access_path = 'full_scan' | 'index'` forces a path, for experiments only
+//! (`auto`, the default, chooses by cost).
+
+use cairn_model::Value;
+use cairn_storage::dataset::Dataset;
+use cairn_storage::scan::compare_values;
+use cairn_storage::{ColumnRange, IndexRange, ScanRequest};
+use datafusion::common::config::ConfigExtension;
+use datafusion::common::extensions_options;
+use std::cmp::Ordering;
+use std::fmt;
+
+extensions_options! {
+    /// Cairn's session options, set with `SET cairn.<option> = <value>`.
+    pub struct CairnOptions {
+        /// How dataset scans reach rows: `auto` (by estimated cost), or, for experiments,
+        /// `full_scan` or `index` (the cheapest index that serves the filters, if any).
+        pub access_path: String, default = "auto".to_string()
+    }
+}
+
+impl ConfigExtension for CairnOptions {
+    const PREFIX: &'static str = "cairn";
+}
+
+/// Relative cost of producing one row by a full scan: sequential decoding of the projected
+/// columns. The unit of the cost model.
+const SCAN_ROW_COST: f64 = 1.0;
+/// Relative cost of one row an index names: its own page reads and decoding, at a random
+/// place. Calibrated by bench/results/indexes.md (forced runs of each path).
+const FETCH_ROW_COST: f64 = 40.0;
+
+/// A forced access path, or none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AccessOverride {
+    Auto,
+    FullScan,
+    Index,
+}
+
+impl AccessOverride {
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value.to_ascii_lowercase().as_str() {
+            "auto" => Ok(AccessOverride::Auto),
+            "full_scan" => Ok(AccessOverride::FullScan),
+            "index" => Ok(AccessOverride::Index),
+            other => Err(format!(
+                "unknown cairn.access_path `{other}` (expected auto, full_scan or index)"
+            )),
+        }
+    }
+}
+
+/// An index scan the planner chose, with what it expects.
+#[derive(Debug, Clone)]
+pub struct IndexAccess {
+    pub index: String,
+    pub field: String,
+    pub range: IndexRange,
+    /// Index entries in the range (an upper bound on rows: deleted rows still count).
+    pub estimated_rows: u64,
+}
+
+/// How a scan reaches its rows.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Every partition, pruning row groups by the request's column ranges. `rejected` says
+    /// which index was considered and why the scan was cheaper.
+    Full {
+        request: ScanRequest,
+        rejected: Option<String>,
+    },
+    /// The one record with this primary key, if any.
+    Key(cairn_model::Key),
+    /// The rows an index names for a range of its leading field.
+    Index(IndexAccess),
+}
+
+/// Displays a range as `[lower, upper]`, `∞` for an open side.
+pub struct DisplayRange<'a>(pub &'a Option<Value>, pub &'a Option<Value>);
+
+impl fmt::Display for DisplayRange<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use cairn_model::temporal::{format_date, format_datetime};
+        let bound = |v: &Option<Value>| match v {
+            None => "∞".to_string(),
+            Some(Value::Int(i)) => i.to_string(),
+            Some(Value::Double(d)) => d.to_string(),
+            Some(Value::String(s)) => format!("'{s}'"),
+            Some(Value::Date(d)) => format!("DATE '{}'", format_date(*d)),
+            Some(Value::DateTime(t)) => format!("TIMESTAMP '{}'", format_datetime(*t)),
+            Some(other) => format!("{other:?}"),
+        };
+        write!(f, "[{}, {}]", bound(self.0), bound(self.1))
+    }
+}
+
+/// The intersection of the ranges on `column` (`None` when no range names it).
+fn combined_range(ranges: &[ColumnRange], column: &str) -> Option<IndexRange> {
+    let mut combined: Option<IndexRange> = None;
+    for range in ranges.iter().filter(|r| r.column == column) {
+        let current = combined.get_or_insert(IndexRange {
+            lower: None,
+            upper: None,
+        });
+        if let Some(lower) = &range.lower {
+            let tighter = current
+                .lower
+                .as_ref()
+                .is_none_or(|l| compare_values(lower, l) == Some(Ordering::Greater));
+            if tighter {
+                current.lower = Some(lower.clone());
+            }
+        }
+        if let Some(upper) = &range.upper {
+            let tighter = current
+                .upper
+                .as_ref()
+                .is_none_or(|u| compare_values(upper, u) == Some(Ordering::Less));
+            if tighter {
+                current.upper = Some(upper.clone());
+            }
+        }
+    }
+    combined
+}
+
+/// Chooses between a full scan and the indexes whose leading field the filters bound.
+pub fn choose(
+    dataset: &Dataset,
+    ranges: Vec<ColumnRange>,
+    forced: AccessOverride,
+) -> cairn_storage::Result<Access> {
+    let live_rows = dataset.live_rows();
+    let mut best: Option<IndexAccess> = None;
+    for definition in dataset.index_definitions() {
+        let field = &definition.fields[0];
+        let Some(range) = combined_range(&ranges, field) else {
+            continue;
+        };
+        let estimated_rows = dataset.index_estimate(&definition.name, &range)?;
+        if best
+            .as_ref()
+            .is_none_or(|b| estimated_rows < b.estimated_rows)
+        {
+            best = Some(IndexAccess {
+                index: definition.name.clone(),
+                field: field.clone(),
+                range,
+                estimated_rows,
+            });
+        }
+    }
+    let full = |rejected: Option<String>| Access::Full {
+        request: ScanRequest {
+            projection: None,
+            ranges: ranges.clone(),
+        },
+        rejected,
+    };
+    let Some(index) = best else {
+        return Ok(full(None));
+    };
+    let index_cost = index.estimated_rows as f64 * FETCH_ROW_COST;
+    let scan_cost = live_rows as f64 * SCAN_ROW_COST;
+    Ok(match forced {
+        AccessOverride::Index => Access::Index(index),
+        AccessOverride::FullScan => full(Some(format!(
+            "index {} forced off by cairn.access_path",
+            index.index
+        ))),
+        AccessOverride::Auto if index_cost < scan_cost => Access::Index(index),
+        AccessOverride::Auto => full(Some(format!(
+            "index {} would fetch about {} of {live_rows} rows; scanning is cheaper",
+            index.index, index.estimated_rows
+        ))),
+    })
+}
