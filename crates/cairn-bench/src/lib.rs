@@ -4,6 +4,7 @@
 pub mod bigfun;
 pub mod environment;
 pub mod generator_bench;
+pub mod index_bench;
 pub mod messages;
 pub mod quickstart;
 pub mod sql_bench;

@@ -2,6 +2,7 @@
 
 use cairn_bench::bigfun::generate_users;
 use cairn_bench::generator_bench::{self, GeneratorBenchConfig};
+use cairn_bench::index_bench::{self, IndexBenchConfig};
 use cairn_bench::quickstart;
 use cairn_bench::sql_bench::{self, SqlBenchConfig};
 use cairn_bench::storage_bench::{self, StorageBenchConfig};
@@ -82,6 +83,19 @@ enum Command {
         #[arg(long, default_value_t = 42)]
         seed: u64,
         #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value = "bench/data")]
+        work_dir: PathBuf,
+        #[arg(long, default_value = "bench/results")]
+        results_dir: PathBuf,
+    },
+    /// The index benchmark: BigFUN Q3 and Q6 in S/M/L with the chosen plan and each path forced.
+    Indexes {
+        #[arg(long, default_value_t = 1_000_000)]
+        users: i64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long, default_value_t = 5)]
         runs: usize,
         #[arg(long, default_value = "bench/data")]
         work_dir: PathBuf,
@@ -203,6 +217,34 @@ fn main() {
                         .unwrap_or_default()
                 );
             })
+        }
+        Command::Indexes {
+            users,
+            seed,
+            runs,
+            work_dir,
+            results_dir,
+        } => {
+            if users < 1 || runs < 1 {
+                eprintln!("error: --users and --runs must be at least 1");
+                std::process::exit(2);
+            }
+            let config = IndexBenchConfig {
+                users,
+                seed,
+                runs,
+                work_dir,
+                results_dir: results_dir.clone(),
+            };
+            tokio::runtime::Runtime::new()
+                .map_err(|e| e.into())
+                .and_then(|runtime| runtime.block_on(index_bench::run(&config)))
+                .map(|()| {
+                    println!(
+                        "{}",
+                        std::fs::read_to_string(results_dir.join("indexes.md")).unwrap_or_default()
+                    );
+                })
         }
         Command::GenUsers { users, out, seed } => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

@@ -35,6 +35,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// Most rows in a data page. Small pages let a read of a few rows an index names decode only
+/// the pages that hold them (the page index locates them); the writer enforces the limit per
+/// write batch, so the batch size is the same. Chosen by bench/results/indexes.md.
+const DATA_PAGE_ROWS: usize = 256;
+
 /// Identifies a cached item of one component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CacheKey {
@@ -179,7 +184,8 @@ pub fn write_component_batches(
         .set_compression(Compression::LZ4_RAW)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
-        .set_data_page_row_count_limit(4096)
+        .set_data_page_row_count_limit(DATA_PAGE_ROWS)
+        .set_write_batch_size(DATA_PAGE_ROWS)
         .set_column_bloom_filter_enabled(key_path.clone(), true)
         .set_column_bloom_filter_fpp(key_path.clone(), 0.01)
         .set_column_bloom_filter_max_ndv(key_path, row_group_rows.min(total_rows).max(1) as u64)

@@ -1,7 +1,7 @@
 //! Everything derived once from a dataset's definition that readers and writers need: its
 //! declared type, Arrow schema, key columns and partition count.
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, SchemaRef};
 use cairn_model::arrow_mapping::arrow_schema;
 use cairn_model::{DataType, DatasetType};
@@ -42,14 +42,15 @@ impl DatasetShape {
     }
 }
 
-/// A string column whose sample has more than this share of distinct values is written without
-/// a dictionary: the dictionary would hold nearly every value, costing a hash per value and
-/// saving nothing.
+/// A column whose sample has more than this share of distinct values is written without a
+/// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
+/// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
 const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
 
 impl DatasetShape {
     /// Columns to write without dictionary encoding: the key columns (unique by definition) and
-    /// top-level string columns that are mostly distinct in `sample`.
+    /// top-level string and primitive columns (timestamps, numbers) that are mostly distinct in
+    /// `sample`.
     pub fn undictionaried_columns(&self, sample: Option<&RecordBatch>) -> Vec<ColumnPath> {
         let mut columns: Vec<ColumnPath> = self
             .dataset_type
@@ -61,14 +62,24 @@ impl DatasetShape {
             return columns;
         };
         for (index, field) in self.schema.fields().iter().enumerate() {
-            if field.data_type() != &ArrowType::Utf8 || self.key_column_indices.contains(&index) {
+            let flat = field.data_type() == &ArrowType::Utf8 || field.data_type().is_primitive();
+            if !flat || self.key_column_indices.contains(&index) {
                 continue;
             }
-            let Some(strings) = sample.column(index).as_string_opt::<i32>() else {
+            let column = sample.column(index);
+            let present = column.len() - column.null_count();
+            let Ok(converter) =
+                arrow::row::RowConverter::new(vec![arrow::row::SortField::new(field.data_type().clone())])
+            else {
                 continue;
             };
-            let present = strings.len() - strings.null_count();
-            let distinct: HashSet<&str> = strings.iter().flatten().collect();
+            let Ok(rows) = converter.convert_columns(std::slice::from_ref(column)) else {
+                continue;
+            };
+            let distinct: HashSet<&[u8]> = (0..rows.num_rows())
+                .filter(|&i| column.is_valid(i))
+                .map(|i| rows.row(i).data())
+                .collect();
             if present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64
             {
                 columns.push(ColumnPath::from(field.name().as_str()));

@@ -1,0 +1,284 @@
+//! The index benchmark (issue: secondary indexes and cost-based access paths): BigFUN data at
+//! a given scale, btree indexes on GleambookUsers.user_since and ChirpMessages.send_time, and
+//! the range queries Q3 and Q6 in S/M/L versions, each timed with the plan Cairn chooses and
+//! with every path forced (`SET cairn.access_path`). Writes `indexes.md` and raw JSON.
+
+use crate::bigfun::records::{DATETIME_HI, DATETIME_LO, format_datetime};
+use crate::bigfun::{GenerateOptions, generate_to_dir};
+use crate::environment::Environment;
+use crate::stats::median;
+use arrow::array::RecordBatch;
+use cairn_engine::Database;
+use cairn_storage::StorageOptions;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub struct IndexBenchConfig {
+    pub users: i64,
+    pub seed: u64,
+    pub runs: usize,
+    pub work_dir: PathBuf,
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Serialize)]
+struct PathTiming {
+    path: &'static str,
+    /// What EXPLAIN showed for the dataset scan.
+    plan: String,
+    seconds: Vec<f64>,
+    median_seconds: f64,
+    result_rows: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct Case {
+    query: String,
+    version: &'static str,
+    /// Records the filter qualifies (the forced full scan's count).
+    qualifying: usize,
+    sql: String,
+    timings: Vec<PathTiming>,
+}
+
+#[derive(Debug, Serialize)]
+struct IndexBenchReport {
+    environment: Environment,
+    users: i64,
+    chirps: i64,
+    load_seconds: f64,
+    index_seconds: f64,
+    cases: Vec<Case>,
+}
+
+/// A half-open datetime window starting mid-range whose width should qualify `target` of
+/// `population` uniformly spread records.
+fn window(target: f64, population: i64) -> (String, String) {
+    let span = (DATETIME_HI - DATETIME_LO) as f64;
+    let width = (span * target / population as f64).max(1.0) as i64;
+    let lo = DATETIME_LO + (span as i64 - width) / 2;
+    (format_datetime(lo), format_datetime(lo + width))
+}
+
+fn rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.num_rows()).sum()
+}
+
+async fn scan_line(db: &Database, sql: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let plan = db.sql(&format!("EXPLAIN {sql}")).await?;
+    let text = arrow::util::pretty::pretty_format_batches(&plan)?.to_string();
+    Ok(text
+        .lines()
+        .find_map(|l| l.find("DatasetScanExec").map(|at| l[at..].to_string()))
+        .map(|l| {
+            let end = l.find(", projection=").unwrap_or(l.len());
+            l[..end].trim_end_matches(['|', ' ']).to_string()
+        })
+        .unwrap_or_default())
+}
+
+pub async fn run(config: &IndexBenchConfig) -> Result<(), Box<dyn std::error::Error>> {
+    let environment = Environment::capture();
+    let data = config
+        .work_dir
+        .join(format!("bigfun-{}-seed{}", config.users, config.seed));
+    let manifest = data.join("bigfun.json");
+    if !manifest.exists() {
+        eprintln!("generating BigFUN data into {}", data.display());
+        let mut options = GenerateOptions::new(config.users, config.seed);
+        options.normalized = false;
+        generate_to_dir(&options, &data, &|_| {})?;
+    }
+    let generated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest)?)?;
+    let chirps = generated["chirps"].as_i64().unwrap_or(0);
+
+    let db_dir = config
+        .work_dir
+        .join(format!("index-bench-db-{}", config.users));
+    let _ = std::fs::remove_dir_all(&db_dir);
+    let db = Database::open(&db_dir, StorageOptions::default())?;
+    db.execute_script(crate::bigfun::schema::DDL).await?;
+    let started = Instant::now();
+    for dataset in ["GleambookUsers", "ChirpMessages"] {
+        eprintln!("loading {dataset}");
+        db.storage()
+            .load(dataset, &[data.join(format!("{dataset}.json"))], None)?;
+    }
+    let load_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    db.execute_script(
+        "CREATE INDEX users_since ON GleambookUsers(user_since);
+         CREATE INDEX chirps_send_time ON ChirpMessages(send_time)",
+    )
+    .await?;
+    let index_seconds = started.elapsed().as_secs_f64();
+
+    let versions: [(&str, f64); 3] = [("S", 100.0), ("M", 10_000.0), ("L", 1_000_000.0)];
+    let mut cases = Vec::new();
+    for (query, population) in [("Q3", config.users), ("Q6", chirps)] {
+        for (version, target) in versions {
+            // L is ~1 M records or 10 % of the dataset, whichever is smaller (BIGFUN.md §3).
+            let target = target.min(population as f64 / 10.0);
+            let (lo, hi) = window(target, population);
+            let sql = match query {
+                "Q3" => format!(
+                    "SELECT * FROM GleambookUsers WHERE user_since >= TIMESTAMP '{lo}' AND user_since < TIMESTAMP '{hi}'"
+                ),
+                _ => format!(
+                    "SELECT avg(string_length(message_text)) AS avg_length, count(*) AS chirps FROM ChirpMessages WHERE send_time >= TIMESTAMP '{lo}' AND send_time < TIMESTAMP '{hi}'"
+                ),
+            };
+            // The paths take turns run by run, so a noisy neighbour slows them alike.
+            let paths = [("chosen", "auto"), ("index", "index"), ("full scan", "full_scan")];
+            let mut timings = Vec::new();
+            for (path, setting) in paths {
+                db.sql(&format!("SET cairn.access_path = '{setting}'")).await?;
+                timings.push(PathTiming {
+                    path,
+                    plan: scan_line(&db, &sql).await?,
+                    seconds: Vec::new(),
+                    median_seconds: 0.0,
+                    result_rows: 0,
+                });
+            }
+            for run in 0..=config.runs {
+                for (timing, (_, setting)) in timings.iter_mut().zip(paths) {
+                    db.sql(&format!("SET cairn.access_path = '{setting}'")).await?;
+                    let started = Instant::now();
+                    let batches = db.sql(&sql).await?;
+                    let elapsed = started.elapsed().as_secs_f64();
+                    timing.result_rows = rows(&batches);
+                    if run > 0 {
+                        timing.seconds.push(elapsed); // run 0 warms caches
+                    }
+                }
+            }
+            for timing in &mut timings {
+                timing.median_seconds = median(&timing.seconds);
+            }
+            db.sql("SET cairn.access_path = 'full_scan'").await?;
+            let count_sql = match query {
+                "Q3" => sql.replacen("SELECT *", "SELECT count(*)", 1),
+                _ => sql.clone(),
+            };
+            let qualifying = count_of(&db, &count_sql, query).await?;
+            eprintln!("{query}-{version}: {qualifying} qualifying");
+            cases.push(Case {
+                query: query.to_string(),
+                version,
+                qualifying,
+                sql,
+                timings,
+            });
+        }
+    }
+    db.sql("SET cairn.access_path = 'auto'").await?;
+
+    let report = IndexBenchReport {
+        environment,
+        users: config.users,
+        chirps,
+        load_seconds,
+        index_seconds,
+        cases,
+    };
+    let raw_dir = config.results_dir.join("raw");
+    std::fs::create_dir_all(&raw_dir)?;
+    let raw = raw_dir.join(format!("indexes-{}.json", config.users));
+    std::fs::write(&raw, serde_json::to_vec_pretty(&report)?)?;
+    std::fs::write(
+        config.results_dir.join("indexes.md"),
+        markdown(&report, config),
+    )?;
+    Ok(())
+}
+
+/// The number of records a query's filter qualifies, from a forced full scan.
+async fn count_of(
+    db: &Database,
+    sql: &str,
+    query: &str,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    let batches = db.sql(sql).await?;
+    let column = if query == "Q3" { 0 } else { 1 };
+    Ok(batches
+        .iter()
+        .filter(|b| b.num_rows() > 0)
+        .map(|b| b.column(column).as_primitive::<Int64Type>().value(0) as usize)
+        .sum())
+}
+
+fn markdown(report: &IndexBenchReport, config: &IndexBenchConfig) -> String {
+    let mut text = format!(
+        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} chirps (seed {}); bulk load of the two datasets {:.1} s; both indexes built in {:.1} s\n- Indexes: `users_since` on GleambookUsers(user_since), `chirps_send_time` on ChirpMessages(send_time), btree\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included); the three paths take turns run by run\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
+        report.environment.markdown(),
+        report.users,
+        report.chirps,
+        config.seed,
+        report.load_seconds,
+        report.index_seconds,
+        config.runs,
+        report.users
+    );
+    text.push_str("| query | qualifying | chosen path | chosen ms | index ms | full scan ms | full / index | chosen / best |\n|---|---:|---|---:|---:|---:|---:|---:|\n");
+    let mut s_ok = true;
+    let mut chosen_ok = true;
+    for case in &report.cases {
+        let t = |path: &str| {
+            case.timings
+                .iter()
+                .find(|t| t.path == path)
+                .map_or(f64::NAN, |t| t.median_seconds)
+        };
+        let (chosen, index, full) = (t("chosen"), t("index"), t("full scan"));
+        let best = index.min(full);
+        let chosen_plan = case
+            .timings
+            .first()
+            .map(|t| {
+                if t.plan.contains("access=index scan") {
+                    "index"
+                } else {
+                    "full scan"
+                }
+            })
+            .unwrap_or("?");
+        let speedup = full / index;
+        if case.version == "S" && speedup < 50.0 {
+            s_ok = false;
+        }
+        if chosen / best > 1.2 {
+            chosen_ok = false;
+        }
+        text.push_str(&format!(
+            "| {}-{} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1}× | {:.2} |\n",
+            case.query,
+            case.version,
+            case.qualifying,
+            chosen_plan,
+            chosen * 1e3,
+            index * 1e3,
+            full * 1e3,
+            speedup,
+            chosen / best
+        ));
+    }
+    text.push_str(&format!(
+        "\nTargets: every S version ≥ 50× faster through the index than by forced full scan — **{}**; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q6 is `avg(string_length(message_text))` and a count over the window. The queries:\n\n",
+        if s_ok { "met" } else { "not met" },
+        if chosen_ok { "met" } else { "not met" }
+    ));
+    for case in &report.cases {
+        text.push_str(&format!(
+            "- {}-{}: `{}`\n  - chosen: `{}`\n",
+            case.query,
+            case.version,
+            case.sql,
+            case.timings.first().map_or("", |t| t.plan.as_str())
+        ));
+    }
+    text
+}
