@@ -130,10 +130,15 @@ pub async fn run(config: &IndexBenchConfig) -> Result<(), Box<dyn std::error::Er
                 ),
             };
             // The paths take turns run by run, so a noisy neighbour slows them alike.
-            let paths = [("chosen", "auto"), ("index", "index"), ("full scan", "full_scan")];
+            let paths = [
+                ("chosen", "auto"),
+                ("index", "index"),
+                ("full scan", "full_scan"),
+            ];
             let mut timings = Vec::new();
             for (path, setting) in paths {
-                db.sql(&format!("SET cairn.access_path = '{setting}'")).await?;
+                db.sql(&format!("SET cairn.access_path = '{setting}'"))
+                    .await?;
                 timings.push(PathTiming {
                     path,
                     plan: scan_line(&db, &sql).await?,
@@ -144,7 +149,8 @@ pub async fn run(config: &IndexBenchConfig) -> Result<(), Box<dyn std::error::Er
             }
             for run in 0..=config.runs {
                 for (timing, (_, setting)) in timings.iter_mut().zip(paths) {
-                    db.sql(&format!("SET cairn.access_path = '{setting}'")).await?;
+                    db.sql(&format!("SET cairn.access_path = '{setting}'"))
+                        .await?;
                     let started = Instant::now();
                     let batches = db.sql(&sql).await?;
                     let elapsed = started.elapsed().as_secs_f64();

@@ -1,5 +1,6 @@
 //! How a dataset scan reaches its rows — key lookup, secondary-index scan, or full scan with
-//! row-group pruning — chosen by estimated cost from the filters DataFusion pushes down. The
+//! row-group pruning — chosen by estimated cost from the filters DataFusion pushes down
+//! (`ranges` name fields by dotted path, so an index on a nested field serves them too). The
 //! estimate for an index is the number of its entries in the range, counted exactly by binary
 //! search in each component's index, so the choice needs no histogram to be right.
 //!
@@ -156,10 +157,16 @@ pub fn choose(
             });
         }
     }
+    // Row groups are pruned by top-level fields only (their statistics are per column).
+    let pruning: Vec<ColumnRange> = ranges
+        .iter()
+        .filter(|r| !r.column.contains('.'))
+        .cloned()
+        .collect();
     let full = |rejected: Option<String>| Access::Full {
         request: ScanRequest {
             projection: None,
-            ranges: ranges.clone(),
+            ranges: pruning.clone(),
         },
         rejected,
     };

@@ -10,6 +10,7 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
+use cairn_storage::secondary_index::field_type;
 use cairn_storage::{ColumnRange, Storage};
 use datafusion::catalog::Session;
 use datafusion::common::{ScalarValue, Statistics};
@@ -70,35 +71,51 @@ pub(crate) fn literal_value(data_type: &DataType, literal: &ScalarValue) -> Opti
     })
 }
 
-/// `column op literal` (or `literal op column`) on a declared top-level scalar column.
-fn comparison(dataset: &Dataset, expr: &Expr) -> Option<(usize, Operator, Value)> {
+/// The dotted field path an expression reads: a column (`user`), or nested field access
+/// into one (`user['screen_name']`, which DataFusion plans as `get_field`).
+fn field_path(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Column(column) => Some(column.name.clone()),
+        Expr::ScalarFunction(call) if call.func.name() == "get_field" => {
+            let [parent, Expr::Literal(ScalarValue::Utf8(Some(name)), _)] = call.args.as_slice()
+            else {
+                return None;
+            };
+            Some(format!("{}.{name}", field_path(parent)?))
+        }
+        _ => None,
+    }
+}
+
+/// `field op literal` (or `literal op field`) on a declared scalar field, top-level or nested:
+/// the field's path, the operator and the literal as a value of the field's type.
+fn comparison(dataset: &Dataset, expr: &Expr) -> Option<(String, Operator, Value)> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
         return None;
     };
-    let (column, op, literal) = match (left.as_ref(), right.as_ref()) {
-        (Expr::Column(c), Expr::Literal(l, _)) => (c, *op, l),
-        (Expr::Literal(l, _), Expr::Column(c)) => (c, op.swap()?, l),
+    let (field, op, literal) = match (left.as_ref(), right.as_ref()) {
+        (field, Expr::Literal(l, _)) => (field, *op, l),
+        (Expr::Literal(l, _), field) => (field, op.swap()?, l),
         _ => return None,
     };
-    let record = &dataset.shape.dataset_type.record;
-    let index = record.field_index(&column.name)?;
-    let value = literal_value(&record.fields[index].data_type, literal)?;
+    let path = field_path(field)?;
+    let data_type = field_type(&dataset.shape.dataset_type.record, &path)?;
+    let value = literal_value(data_type, literal)?;
     matches!(
         op,
         Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
     )
-    .then_some((index, op, value))
+    .then_some((path, op, value))
 }
 
 impl DatasetTable {
-    /// Column ranges the filters imply, for row-group pruning.
+    /// The ranges the filters imply on fields (dotted paths for nested ones): for choosing an
+    /// index, and, on top-level fields, for row-group pruning.
     fn ranges(&self, filters: &[Expr]) -> Vec<ColumnRange> {
-        let record = &self.dataset.shape.dataset_type.record;
         filters
             .iter()
             .filter_map(|f| comparison(&self.dataset, f))
-            .map(|(index, op, value)| {
-                let column = record.fields[index].name.clone();
+            .map(|(column, op, value)| {
                 let (lower, upper) = match op {
                     Operator::Eq => (Some(value.clone()), Some(value)),
                     Operator::Lt | Operator::LtEq => (None, Some(value)),
@@ -115,13 +132,13 @@ impl DatasetTable {
 
     /// The key when the filters pin every key field to a literal.
     fn pinned_key(&self, filters: &[Expr]) -> Option<Key> {
-        let shape = &self.dataset.shape;
-        let mut parts: Vec<Option<KeyValue>> = vec![None; shape.key_column_indices.len()];
-        for (index, op, value) in filters.iter().filter_map(|f| comparison(&self.dataset, f)) {
+        let key_fields = &self.dataset.shape.dataset_type.primary_key;
+        let mut parts: Vec<Option<KeyValue>> = vec![None; key_fields.len()];
+        for (path, op, value) in filters.iter().filter_map(|f| comparison(&self.dataset, f)) {
             if op != Operator::Eq {
                 continue;
             }
-            if let Some(slot) = shape.key_column_indices.iter().position(|&k| k == index) {
+            if let Some(slot) = key_fields.iter().position(|k| *k == path) {
                 parts[slot] = KeyValue::from_value(&value);
             }
         }

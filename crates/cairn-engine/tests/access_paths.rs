@@ -85,3 +85,44 @@ async fn narrow_ranges_use_the_index_and_wide_ones_scan() {
     assert_eq!(ids(&db.sql(equal).await.unwrap()), scanned_equal);
     assert_eq!(ids(&db.sql(wide).await.unwrap()).len(), 49_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_on_a_nested_field_serves_filters_on_that_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.execute_script(
+        "CREATE TYPE Sender AS { screen_name: string, followers: int32 };
+         CREATE TYPE Chirp AS { id: int64, user: Sender };
+         CREATE DATASET Chirps(Chirp) PRIMARY KEY id WITH (partitions = 2)",
+    )
+    .await
+    .unwrap();
+    let chirps: Vec<String> = (0..2000)
+        .map(|id| {
+            format!(
+                r#"{{"id": {id}, "user": {{"screen_name": "u{}", "followers": {id}}}}}"#,
+                id % 500
+            )
+        })
+        .collect();
+    db.sql(&format!("INSERT INTO Chirps [{}]", chirps.join(", ")))
+        .await
+        .unwrap();
+    db.storage().flush("Chirps").unwrap();
+    db.sql("CREATE INDEX by_screen_name ON Chirps(user.screen_name)")
+        .await
+        .unwrap();
+    let query = "SELECT id FROM Chirps WHERE user['screen_name'] = 'u7'";
+    let text = plan(&db, query).await;
+    assert!(
+        text.contains("access=index scan by_screen_name on user.screen_name in ['u7', 'u7'] (estimated 4 rows)"),
+        "{text}"
+    );
+    assert_eq!(ids(&db.sql(query).await.unwrap()), vec![7, 507, 1007, 1507]);
+    let dotted = "SELECT id FROM Chirps WHERE user.screen_name = 'u7'";
+    assert!(
+        plan(&db, dotted)
+            .await
+            .contains("access=index scan by_screen_name")
+    );
+}

@@ -68,9 +68,9 @@ impl DatasetShape {
             }
             let column = sample.column(index);
             let present = column.len() - column.null_count();
-            let Ok(converter) =
-                arrow::row::RowConverter::new(vec![arrow::row::SortField::new(field.data_type().clone())])
-            else {
+            let Ok(converter) = arrow::row::RowConverter::new(vec![arrow::row::SortField::new(
+                field.data_type().clone(),
+            )]) else {
                 continue;
             };
             let Ok(rows) = converter.convert_columns(std::slice::from_ref(column)) else {
