@@ -31,6 +31,7 @@ pub mod flush;
 pub mod manifest;
 pub mod merge;
 pub mod options;
+pub mod ordered_index;
 pub mod partition;
 pub mod scan;
 pub mod secondary_index;

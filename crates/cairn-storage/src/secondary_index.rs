@@ -225,8 +225,13 @@ impl ComponentIndex {
     /// component's rows in order). Rows whose leading field is null are left out.
     pub fn build(field_types: Vec<DataType>, columns: &[ArrayRef]) -> Result<ComponentIndex> {
         let converter = converter(&field_types).map_err(arrow_error)?;
+        let Some(leading) = columns.first() else {
+            return Err(StorageError::InvalidDefinition {
+                dataset: String::new(),
+                message: "an index needs at least one field".into(),
+            });
+        };
         let all = converter.convert_columns(columns).map_err(arrow_error)?;
-        let leading = &columns[0];
         let mut order: Vec<u32> = (0..leading.len() as u32)
             .filter(|&row| leading.is_valid(row as usize))
             .collect();
@@ -262,10 +267,7 @@ impl ComponentIndex {
 
     /// The leading field's value encoded in row format, or `None` if it has another type.
     fn encode_leading(&self, value: &Value) -> Option<Vec<u8>> {
-        let array = build_array(&self.field_types[0], &[value], "").ok()?;
-        let leading = converter(&self.field_types[..1]).ok()?;
-        let rows = leading.convert_columns(&[array]).ok()?;
-        Some(rows.row(0).as_ref().to_vec())
+        encode_value(&self.field_types[0], value)
     }
 
     /// Positions `[start, end)` of the entries whose leading field lies in `range`. A bound of
@@ -296,6 +298,11 @@ impl ComponentIndex {
             },
         };
         start..end.max(start)
+    }
+
+    /// The entry at `position`: its values in row format and its component row.
+    pub fn entry(&self, position: usize) -> (&[u8], u32) {
+        (self.values.row(position).data(), self.rows[position])
     }
 
     /// The component rows of the entries at `positions`.
@@ -383,6 +390,20 @@ impl ComponentIndex {
             rows,
         })
     }
+}
+
+/// A value of type `data_type` in Arrow's row format, comparable with the bytes of index
+/// entries whose leading field has that type (an entry sorts right after the encoding of its
+/// own leading value, and in leading-value order otherwise). `None` for null, absent, or a
+/// value of another type.
+pub fn encode_value(data_type: &DataType, value: &Value) -> Option<Vec<u8>> {
+    if matches!(value, Value::Null | Value::Missing) {
+        return None;
+    }
+    let array = build_array(data_type, &[value], "").ok()?;
+    let leading = converter(std::slice::from_ref(data_type)).ok()?;
+    let rows = leading.convert_columns(&[array]).ok()?;
+    Some(rows.row(0).as_ref().to_vec())
 }
 
 fn partition_point(n: usize, mut before: impl FnMut(usize) -> bool) -> usize {

@@ -1,0 +1,287 @@
+//! Reading a dataset in the order of an index's leading field, a chunk at a time, so that a
+//! top-k query (`ORDER BY f DESC LIMIT k`, with any filter) stops after the rows it needs
+//! instead of reading everything. Every partition's components and memory rows are merged by
+//! their row-format encodings; deleted rows are skipped; rows whose leading field is null are
+//! not in the index and so not returned (callers use this for required fields only).
+
+use crate::component::DiskComponent;
+use crate::dataset::Dataset;
+use crate::error::{Result, StorageError};
+use crate::partition::ComponentRef;
+use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_value, value_at_path};
+use arrow::array::RecordBatch;
+use cairn_model::Record;
+use cairn_model::arrow_mapping::records_to_batch;
+use roaring::RoaringTreemap;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+enum Source {
+    Disk {
+        component: Arc<DiskComponent>,
+        index: Arc<ComponentIndex>,
+        deleted: Arc<RoaringTreemap>,
+    },
+    /// Memory rows with their encoded leading values, in index order.
+    Memory(Vec<(Vec<u8>, Arc<Record>)>),
+}
+
+impl Source {
+    fn len(&self) -> usize {
+        match self {
+            Source::Disk { index, .. } => index.len(),
+            Source::Memory(rows) => rows.len(),
+        }
+    }
+}
+
+/// A cursor position in a source: the next entry, in scan direction.
+struct Cursor {
+    source: usize,
+    /// Entries taken so far from the source's start (ascending) or end (descending).
+    taken: usize,
+}
+
+/// A heap element: an entry's encoded key and the cursor it came from. Ordered by key, in the
+/// scan's direction, so the heap's top is the next entry to return.
+struct Head {
+    key: Vec<u8>,
+    cursor: usize,
+    descending: bool,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let order = self
+            .key
+            .cmp(&other.key)
+            .then(other.cursor.cmp(&self.cursor));
+        if self.descending {
+            order
+        } else {
+            order.reverse()
+        }
+    }
+}
+
+/// The rows of a dataset in index order, produced chunk by chunk.
+pub struct OrderedIndexScan {
+    dataset: Arc<Dataset>,
+    sources: Vec<Source>,
+    cursors: Vec<Cursor>,
+    heap: BinaryHeap<Head>,
+    descending: bool,
+    projection: Option<Vec<usize>>,
+}
+
+impl OrderedIndexScan {
+    /// Starts a scan of `dataset` in the order of index `name` (descending or not), over a
+    /// snapshot of every partition taken now.
+    pub fn new(
+        dataset: Arc<Dataset>,
+        name: &str,
+        descending: bool,
+        projection: Option<Vec<usize>>,
+    ) -> Result<OrderedIndexScan> {
+        let definition: IndexDefinition =
+            dataset
+                .index_definition(name)
+                .ok_or_else(|| StorageError::UnknownIndex {
+                    dataset: dataset.shape.name.clone(),
+                    index: name.to_string(),
+                })?;
+        let record_type = dataset.shape.dataset_type.record.clone();
+        let leading = definition.fields[0].clone();
+        let mut sources = Vec::new();
+        let mut memory_records: Vec<Arc<Record>> = Vec::new();
+        for partition in &dataset.partitions {
+            let slots = {
+                let state = partition.state.read();
+                memory_records.extend(state.memtable.values().cloned());
+                state.snapshot_slots()
+            };
+            for (component, deleted) in slots {
+                match component {
+                    ComponentRef::Disk(disk) => {
+                        let index = disk.index(&definition)?;
+                        sources.push(Source::Disk {
+                            component: disk,
+                            index,
+                            deleted,
+                        });
+                    }
+                    ComponentRef::Frozen(frozen) => {
+                        for (row, (_, record)) in frozen.rows.iter().enumerate() {
+                            if !deleted.contains(row as u64) {
+                                memory_records.push(record.clone());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Memory rows are encoded like index entries.
+        let leading_type = definition.field_types(&record_type)[0].clone();
+        let memory: Vec<(Vec<u8>, Arc<Record>)> = memory_records
+            .into_iter()
+            .filter_map(|record| {
+                let value = value_at_path(&record_type, &record, &leading);
+                encode_value(&leading_type, value).map(|key| (key, record))
+            })
+            .collect();
+        let mut memory = memory;
+        memory.sort_by(|a, b| a.0.cmp(&b.0));
+        sources.push(Source::Memory(memory));
+
+        let mut scan = OrderedIndexScan {
+            dataset,
+            cursors: (0..sources.len())
+                .map(|source| Cursor { source, taken: 0 })
+                .collect(),
+            sources,
+            heap: BinaryHeap::new(),
+            descending,
+            projection,
+        };
+        for cursor in 0..scan.cursors.len() {
+            scan.push_next(cursor);
+        }
+        Ok(scan)
+    }
+
+    /// Puts the cursor's next live entry on the heap, if it has one.
+    fn push_next(&mut self, cursor: usize) {
+        let Cursor { source, taken } = self.cursors[cursor];
+        let source_ref = &self.sources[source];
+        let len = source_ref.len();
+        let mut taken = taken;
+        while taken < len {
+            let position = if self.descending {
+                len - 1 - taken
+            } else {
+                taken
+            };
+            let key = match source_ref {
+                Source::Disk { index, deleted, .. } => {
+                    let (key, row) = index.entry(position);
+                    if deleted.contains(row as u64) {
+                        taken += 1;
+                        continue;
+                    }
+                    key.to_vec()
+                }
+                Source::Memory(rows) => rows[position].0.clone(),
+            };
+            self.cursors[cursor].taken = taken;
+            self.heap.push(Head {
+                key,
+                cursor,
+                descending: self.descending,
+            });
+            return;
+        }
+        self.cursors[cursor].taken = taken;
+    }
+
+    /// The next up to `max_rows` rows in index order, or `None` when none is left.
+    pub fn next_batch(&mut self, max_rows: usize) -> Result<Option<RecordBatch>> {
+        // (source, position) of each row to return, in order.
+        let mut picked: Vec<(usize, usize)> = Vec::with_capacity(max_rows);
+        while picked.len() < max_rows.max(1) {
+            let Some(head) = self.heap.pop() else { break };
+            let Cursor { source, taken } = self.cursors[head.cursor];
+            let len = self.sources[source].len();
+            let position = if self.descending {
+                len - 1 - taken
+            } else {
+                taken
+            };
+            picked.push((source, position));
+            self.cursors[head.cursor].taken = taken + 1;
+            self.push_next(head.cursor);
+        }
+        if picked.is_empty() {
+            return Ok(None);
+        }
+        let projection = self.projection.as_deref();
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        // Where each picked row landed: (batch, row within batch).
+        let mut located: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
+        let mut by_source: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &(source, position) in &picked {
+            by_source.entry(source).or_default().push(position);
+        }
+        for (source, positions) in by_source {
+            match &self.sources[source] {
+                Source::Disk {
+                    component, index, ..
+                } => {
+                    let mut rows: Vec<(u64, usize)> = positions
+                        .iter()
+                        .map(|&p| (index.entry(p).1 as u64, p))
+                        .collect();
+                    rows.sort_unstable();
+                    let row_numbers: Vec<u64> = rows.iter().map(|r| r.0).collect();
+                    let mut ordinal = 0;
+                    for batch in component.fetch_rows(&row_numbers, projection)? {
+                        for row in 0..batch.num_rows() {
+                            located.insert((source, rows[ordinal].1), (batches.len(), row));
+                            ordinal += 1;
+                        }
+                        batches.push(batch);
+                    }
+                }
+                Source::Memory(rows) => {
+                    let records: Vec<&Record> =
+                        positions.iter().map(|&p| rows[p].1.as_ref()).collect();
+                    let shape = &self.dataset.shape;
+                    let batch =
+                        records_to_batch(&shape.schema, &shape.dataset_type.record, &records)
+                            .map_err(|e| StorageError::InvalidDefinition {
+                                dataset: shape.name.clone(),
+                                message: e.to_string(),
+                            })?;
+                    let batch = match projection {
+                        Some(columns) => batch.project(columns).map_err(arrow_error)?,
+                        None => batch,
+                    };
+                    for (row, &position) in positions.iter().enumerate() {
+                        located.insert((source, position), (batches.len(), row));
+                    }
+                    batches.push(batch);
+                }
+            }
+        }
+        let indices: Vec<(usize, usize)> = picked
+            .iter()
+            .map(|key| {
+                located.get(key).copied().ok_or_else(|| {
+                    StorageError::corrupt(&self.dataset.dir, "an indexed row could not be fetched")
+                })
+            })
+            .collect::<Result<_>>()?;
+        let refs: Vec<&RecordBatch> = batches.iter().collect();
+        arrow::compute::interleave_record_batch(&refs, &indices)
+            .map(Some)
+            .map_err(arrow_error)
+    }
+}
+
+fn arrow_error(e: arrow::error::ArrowError) -> StorageError {
+    StorageError::Parquet {
+        path: Default::default(),
+        message: e.to_string(),
+    }
+}
