@@ -80,6 +80,13 @@ pub enum Access {
     Key(cairn_model::Key),
     /// The rows an index names for a range of its leading field.
     Index(IndexAccess),
+    /// Every row, in the order of an index's leading field (for top-k: the reader stops when
+    /// the query has its k rows).
+    Ordered {
+        index: String,
+        field: String,
+        descending: bool,
+    },
 }
 
 /// Displays a range as `[lower, upper]`, `∞` for an open side.

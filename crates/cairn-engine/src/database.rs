@@ -8,6 +8,7 @@ use crate::table::DatasetTable;
 use cairn_model::DatasetType;
 use cairn_storage::{Storage, StorageOptions};
 use datafusion::common::TableReference;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::path::Path;
 use std::sync::Arc;
@@ -34,7 +35,12 @@ impl Database {
             // quantification over lists needs; the generic dialect reads `->` as JSON access.
             .set_str("datafusion.sql_parser.dialect", "duckdb")
             .with_option_extension(crate::access_path::CairnOptions::default());
-        let context = SessionContext::new_with_config(config);
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(crate::index_top_k::IndexTopK))
+            .build();
+        let context = SessionContext::new_with_state(state);
         crate::functions::register_all(&context);
         let database = Database {
             storage,

@@ -33,6 +33,7 @@ pub mod error;
 pub mod execute;
 pub mod functions;
 pub mod index_ddl;
+pub mod index_top_k;
 pub mod prepared;
 pub mod scan_exec;
 pub mod script;

@@ -9,12 +9,16 @@ use arrow::datatypes::SchemaRef;
 use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, RecordType};
 use cairn_storage::dataset::Dataset;
+use cairn_storage::ordered_index::OrderedIndexScan;
 use cairn_storage::{ColumnSummary, PartitionSummary, ScanRequest};
+use datafusion::arrow::compute::SortOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{ColumnStatistics, ScalarValue, Statistics, internal_err};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalSortExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
@@ -27,6 +31,10 @@ use datafusion::physical_plan::{
 };
 use std::fmt;
 use std::sync::Arc;
+
+/// Rows of the first chunk of an ordered index scan, and the most of any later one.
+const ORDERED_FIRST_CHUNK_ROWS: usize = 64;
+const ORDERED_CHUNK_ROWS_MAX: usize = 16_384;
 
 /// The scan of one dataset.
 #[derive(Debug)]
@@ -59,7 +67,7 @@ impl DatasetScanExec {
             None => full_schema.clone(),
         };
         let (statistics, partition_statistics) = match &access {
-            Access::Full { .. } | Access::Index(_) => {
+            Access::Full { .. } | Access::Index(_) | Access::Ordered { .. } => {
                 let summaries = (0..dataset.partitions.len())
                     .map(|index| dataset.partition_summary(index))
                     .collect::<cairn_storage::Result<Vec<_>>>()
@@ -91,8 +99,31 @@ impl DatasetScanExec {
                 (one_row.clone(), vec![one_row])
             }
         };
+        let (partition_statistics, statistics) = match &access {
+            // One stream, in order: the whole dataset's figures.
+            Access::Ordered { .. } => (vec![statistics.clone()], statistics),
+            _ => (partition_statistics, statistics),
+        };
+        let equivalence = match &access {
+            Access::Ordered {
+                field, descending, ..
+            } => match schema.index_of(field) {
+                Ok(column) => {
+                    let order = PhysicalSortExpr::new(
+                        Arc::new(Column::new(field, column)),
+                        SortOptions {
+                            descending: *descending,
+                            nulls_first: *descending,
+                        },
+                    );
+                    EquivalenceProperties::new_with_orderings(schema.clone(), [vec![order]])
+                }
+                Err(_) => EquivalenceProperties::new(schema.clone()),
+            },
+            _ => EquivalenceProperties::new(schema.clone()),
+        };
         let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema),
+            equivalence,
             Partitioning::UnknownPartitioning(partition_statistics.len()),
             EmissionType::Incremental,
             Boundedness::Bounded,
@@ -110,12 +141,51 @@ impl DatasetScanExec {
         })
     }
 
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.dataset
+    }
+
+    /// The same scan reading every row in the order of index `index` on `field`, if this is
+    /// a full scan (other accesses already read few rows).
+    pub fn ordered_by(&self, index: &str, field: &str, descending: bool) -> Result<Option<Self>> {
+        if !matches!(self.access, Access::Full { .. }) {
+            return Ok(None);
+        }
+        DatasetScanExec::try_new(
+            self.dataset.clone(),
+            Access::Ordered {
+                index: index.to_string(),
+                field: field.to_string(),
+                descending,
+            },
+            self.projection.clone(),
+            None,
+        )
+        .map(Some)
+    }
+
     fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
         let tx = builder.tx();
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();
         match self.access.clone() {
+            Access::Ordered {
+                index, descending, ..
+            } => builder.spawn_blocking(move || {
+                let mut scan = OrderedIndexScan::new(dataset, &index, descending, projection)
+                    .map_err(storage_error)?;
+                // Small chunks first, since a top-k query often needs few rows; growing ones
+                // after, so a filter that keeps little does not cost a fetch per row.
+                let mut chunk = ORDERED_FIRST_CHUNK_ROWS;
+                while let Some(batch) = scan.next_batch(chunk).map_err(storage_error)? {
+                    if tx.blocking_send(Ok(batch)).is_err() {
+                        break; // the query has its rows
+                    }
+                    chunk = (chunk * 2).min(ORDERED_CHUNK_ROWS_MAX);
+                }
+                Ok(())
+            }),
             Access::Index(index) => builder.spawn_blocking(move || {
                 let batches = dataset
                     .index_scan_partition(
@@ -236,6 +306,19 @@ impl DisplayAs for DatasetScanExec {
                 index.estimated_rows
             )?,
             Access::Key(key) => write!(f, ", access=key lookup {key}")?,
+            Access::Ordered {
+                index,
+                field,
+                descending,
+            } => write!(
+                f,
+                ", access=ordered index scan {index} on {field} {} (stops at the limit)",
+                if *descending {
+                    "descending"
+                } else {
+                    "ascending"
+                }
+            )?,
         }
         let schema = self.schema();
         let columns: Vec<&str> = schema.fields().iter().map(|c| c.name().as_str()).collect();

@@ -126,3 +126,43 @@ async fn an_index_on_a_nested_field_serves_filters_on_that_field() {
             .contains("access=index scan by_screen_name")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_k_reads_in_index_order_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    // Some rows in memory too, with `at` values beyond every flushed one.
+    db.sql("INSERT INTO events VALUES (50000, 50000, 'late 7'), (50001, 50001, 'later 7')")
+        .await
+        .unwrap();
+    let top = "SELECT id, at FROM events WHERE body LIKE '%7%' ORDER BY at DESC LIMIT 5";
+    let text = plan(&db, top).await;
+    assert!(
+        text.contains("access=ordered index scan events_at on at descending"),
+        "{text}"
+    );
+    assert!(!text.contains("SortExec"), "the sort is gone: {text}");
+    let through_index = db.sql(top).await.unwrap();
+    // With indexes forced off, the same query sorts every row.
+    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
+    assert!(plan(&db, top).await.contains("SortExec"));
+    let sorted = db.sql(top).await.unwrap();
+    let pairs = |batches: &[RecordBatch]| -> Vec<(i64, i64)> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let ids = b.column(0).as_primitive::<Int64Type>();
+                let at = b.column(1).as_primitive::<Int64Type>();
+                (0..b.num_rows())
+                    .map(|i| (ids.value(i), at.value(i)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    assert_eq!(pairs(&through_index), pairs(&sorted));
+    assert_eq!(pairs(&through_index)[0], (50001, 50001));
+    let ascending = "SELECT id FROM events ORDER BY at LIMIT 3";
+    db.sql("SET cairn.access_path = 'auto'").await.unwrap();
+    assert!(plan(&db, ascending).await.contains("ascending"));
+    assert_eq!(ids(&db.sql(ascending).await.unwrap()).len(), 3);
+}
