@@ -63,7 +63,7 @@ impl PhysicalOptimizerRule for IndexTopK {
             let Some(column) = order.expr.downcast_ref::<Column>() else {
                 return Ok(Transformed::no(node));
             };
-            match in_index_order(sort.input(), column.name(), order.options)? {
+            match in_index_order(sort.input(), column.name(), order.options, fetch)? {
                 Some(input) => {
                     Ok(Transformed::yes(
                         Arc::new(GlobalLimitExec::new(input, 0, Some(fetch))) as _,
@@ -86,10 +86,13 @@ impl PhysicalOptimizerRule for IndexTopK {
 
 /// `plan` rebuilt to produce its rows in order of `field`, reading through an index, if it is
 /// a full dataset scan under filters, projections that keep `field`, and repartitioning.
+/// Filters get the limit `fetch`, so they pass rows on as soon as they have that many rather
+/// than gathering a full batch (which would read far more of the index than the query needs).
 fn in_index_order(
     plan: &Arc<dyn ExecutionPlan>,
     field: &str,
     options: SortOptions,
+    fetch: usize,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
         let dataset = scan.dataset();
@@ -127,7 +130,7 @@ fn in_index_order(
     if !keeps_field {
         return Ok(None);
     }
-    let Some(ordered) = in_index_order(child, field, options)? else {
+    let Some(ordered) = in_index_order(child, field, options, fetch)? else {
         return Ok(None);
     };
     if plan.is::<RepartitionExec>() || plan.is::<CoalescePartitionsExec>() {
@@ -135,7 +138,11 @@ fn in_index_order(
     }
     if plan.is::<FilterExec>() || plan.is::<ProjectionExec>() {
         let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-        return Ok(Some(plan.clone().replace_children(vec![ordered], options)?));
+        let rebuilt = plan.clone().replace_children(vec![ordered], options)?;
+        if plan.is::<FilterExec>() {
+            return Ok(Some(rebuilt.with_fetch(Some(fetch)).unwrap_or(rebuilt)));
+        }
+        return Ok(Some(rebuilt));
     }
     Ok(None)
 }

@@ -142,6 +142,10 @@ async fn top_k_reads_in_index_order_and_stops() {
         "{text}"
     );
     assert!(!text.contains("SortExec"), "the sort is gone: {text}");
+    assert!(
+        text.contains("fetch=5"),
+        "the filter passes rows on at the limit: {text}"
+    );
     let through_index = db.sql(top).await.unwrap();
     // With indexes forced off, the same query sorts every row.
     db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();

@@ -25,6 +25,9 @@ const SEEDS: &[&str] = &[
     "DESCRIBE D; SHOW DATASETS; SHOW TYPES; DROP TYPE IF EXISTS T2",
     "PREPARE p(BIGINT) AS SELECT * FROM D WHERE id = $1; EXECUTE p(1)",
     "SELECT * FROM D WHERE since >= TIMESTAMP '2012-01-01 00:00:00' - INTERVAL '1 day'",
+    "CREATE INDEX ix ON D(name, since) TYPE BTREE; SELECT id FROM D WHERE name >= 'a' ORDER BY name DESC LIMIT 2",
+    "CREATE INDEX IF NOT EXISTS iy ON D(jobs.org) TYPE NGRAM(2) INCLUDE (name); SHOW INDEXES ON D; DROP INDEX D.ix",
+    "SET cairn.access_path = 'index'; SELECT * FROM D WHERE id > 2 AND name < 'z'; SET cairn.access_path = 'auto'",
 ];
 
 const VOCABULARY: &[&str] = &[
@@ -52,6 +55,12 @@ const VOCABULARY: &[&str] = &[
     "COPY",
     "SHOW",
     "DATASETS",
+    "INDEX",
+    "INDEXES",
+    "BTREE",
+    "RTREE",
+    "NGRAM",
+    "INCLUDE",
     "DESCRIBE",
     "IF",
     "NOT",
