@@ -24,11 +24,12 @@ use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::limit::LimitStream;
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
-use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
 };
+use futures::StreamExt;
 use std::fmt;
 use std::sync::Arc;
 
@@ -285,6 +286,10 @@ impl DisplayAs for DatasetScanExec {
             Access::Full { request, rejected } => {
                 let partitions = self.partition_statistics.len();
                 write!(f, ", access=full scan of {partitions} partitions")?;
+                if let Precision::Inexact(rows) | Precision::Exact(rows) = self.statistics.num_rows
+                {
+                    write!(f, " (estimated {rows} rows)")?;
+                }
                 if !request.ranges.is_empty() {
                     let ranges: Vec<String> = request
                         .ranges
@@ -385,14 +390,18 @@ impl ExecutionPlan for DatasetScanExec {
             );
         }
         let stream = make_cooperative(self.partition_stream(partition));
+        // Rows produced, for EXPLAIN ANALYZE (the limit stream counts them itself).
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
         Ok(match self.fetch {
-            None => stream,
-            Some(fetch) => Box::pin(LimitStream::new(
-                stream,
-                0,
-                Some(fetch),
-                BaselineMetrics::new(&self.metrics, partition),
+            None => Box::pin(RecordBatchStreamAdapter::new(
+                self.schema(),
+                stream.inspect(move |batch| {
+                    if let Ok(batch) = batch {
+                        baseline.record_output(batch.num_rows());
+                    }
+                }),
             )),
+            Some(fetch) => Box::pin(LimitStream::new(stream, 0, Some(fetch), baseline)),
         })
     }
 

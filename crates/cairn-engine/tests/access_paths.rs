@@ -72,6 +72,17 @@ async fn narrow_ranges_use_the_index_and_wide_ones_scan() {
 
     let through_index = ids(&db.sql(narrow).await.unwrap());
     assert_eq!(through_index.len(), 100);
+    // EXPLAIN ANALYZE shows the estimate beside the rows the scan actually produced: 101, as
+    // the index reads `at < 1100` inclusively and the filter above drops `at = 1100`.
+    let analyzed = plan(&db, &format!("ANALYZE {narrow}")).await;
+    let scan_line = analyzed
+        .lines()
+        .find(|l| l.contains("DatasetScanExec"))
+        .unwrap_or_default();
+    assert!(
+        scan_line.contains("(estimated 101 rows)") && scan_line.contains("output_rows=101"),
+        "{analyzed}"
+    );
     db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
     assert!(
         plan(&db, narrow)
