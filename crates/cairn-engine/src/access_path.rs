@@ -94,17 +94,22 @@ pub struct DisplayRange<'a>(pub &'a Option<Value>, pub &'a Option<Value>);
 
 impl fmt::Display for DisplayRange<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use cairn_model::temporal::{format_date, format_datetime};
-        let bound = |v: &Option<Value>| match v {
-            None => "∞".to_string(),
-            Some(Value::Int(i)) => i.to_string(),
-            Some(Value::Double(d)) => d.to_string(),
-            Some(Value::String(s)) => format!("'{s}'"),
-            Some(Value::Date(d)) => format!("DATE '{}'", format_date(*d)),
-            Some(Value::DateTime(t)) => format!("TIMESTAMP '{}'", format_datetime(*t)),
-            Some(other) => format!("{other:?}"),
-        };
+        let bound = |v: &Option<Value>| v.as_ref().map_or("∞".to_string(), sql_literal);
         write!(f, "[{}, {}]", bound(self.0), bound(self.1))
+    }
+}
+
+/// A scalar value as a SQL literal (`42`, `'text'`, `TIMESTAMP '...'`), for plans and reports.
+pub fn sql_literal(value: &Value) -> String {
+    use cairn_model::temporal::{format_date, format_datetime};
+    match value {
+        Value::Int(i) => i.to_string(),
+        Value::Double(d) => d.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::String(s) => format!("'{}'", s.replace('\'', "''")),
+        Value::Date(d) => format!("DATE '{}'", format_date(*d)),
+        Value::DateTime(t) => format!("TIMESTAMP '{}'", format_datetime(*t)),
+        other => format!("{other:?}"),
     }
 }
 

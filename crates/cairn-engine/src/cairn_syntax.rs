@@ -88,6 +88,10 @@ pub enum CairnStatement {
     ShowIndexes {
         dataset: Option<String>,
     },
+    /// `ANALYZE [DATASET | TABLE] d`.
+    Analyze {
+        dataset: String,
+    },
     /// A statement DataFusion plans once rewritten (`UPSERT` → `INSERT OR REPLACE`).
     Rewritten(String),
 }
@@ -390,6 +394,14 @@ pub fn parse_cairn_statement(statement: &ScriptStatement<'_>) -> Result<Option<C
                 name,
                 if_exists,
             }
+        }
+        ("ANALYZE", _) => {
+            if second == "DATASET" || second == "TABLE" {
+                lexer.next()?;
+            }
+            let dataset = lexer.identifier("a dataset name")?;
+            lexer.expect_end()?;
+            CairnStatement::Analyze { dataset }
         }
         ("SHOW", "INDEXES") => {
             lexer.next()?;

@@ -189,6 +189,7 @@ impl Database {
                 if_exists,
             } => self.drop_index(&dataset, &name, if_exists)?,
             CairnStatement::ShowIndexes { dataset } => rows(self.show_indexes(dataset.as_deref())?),
+            CairnStatement::Analyze { dataset } => rows(self.analyze(&dataset).await?),
             CairnStatement::ShowDatasets => rows(show_datasets(&self.storage)?),
             CairnStatement::ShowTypes => rows(show_types(&self.catalog)?),
             CairnStatement::Describe { name } => {

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod access_path;
+pub mod analyze;
 pub mod cairn_syntax;
 pub mod catalog;
 pub mod database;

@@ -253,6 +253,11 @@ pub(crate) fn to_statistics(dataset: &Dataset, summary: &PartitionSummary) -> St
         if let Some(Some(column_summary)) = summary.columns.0.get(index) {
             *column = column_statistics(record, index, column_summary);
         }
+        if let Some(distinct) = dataset.distinct_estimate(field.name()) {
+            // Measured over the whole dataset; a partition holds at most as many.
+            let distinct = (distinct as usize).min(summary.live_rows as usize);
+            column.distinct_count = Precision::Inexact(distinct);
+        }
     }
     statistics
 }

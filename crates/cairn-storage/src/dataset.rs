@@ -62,6 +62,8 @@ pub struct Dataset {
     pub(crate) caches: Arc<ReadCaches>,
     /// Secondary indexes, as in the manifest (plus one being created).
     pub(crate) indexes: RwLock<Vec<IndexDefinition>>,
+    /// Distinct-value estimates by field name, from the last ANALYZE (kept in memory).
+    pub(crate) distinct_estimates: RwLock<HashMap<String, u64>>,
 }
 
 pub fn partition_dir(dataset_dir: &Path, partition: usize) -> PathBuf {
@@ -146,6 +148,7 @@ impl Dataset {
             manifest_lock: Mutex::new(()),
             caches,
             indexes: RwLock::new(manifest.indexes.clone()),
+            distinct_estimates: RwLock::new(HashMap::new()),
         })
     }
 

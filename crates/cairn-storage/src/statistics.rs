@@ -212,6 +212,17 @@ impl Dataset {
         Ok(PartitionSummary { live_rows, columns })
     }
 
+    /// Records distinct-value estimates by field name (what ANALYZE measured), replacing the
+    /// previous ones.
+    pub fn set_distinct_estimates(&self, estimates: std::collections::HashMap<String, u64>) {
+        *self.distinct_estimates.write() = estimates;
+    }
+
+    /// The distinct-value estimate of a field from the last ANALYZE, if any.
+    pub fn distinct_estimate(&self, field: &str) -> Option<u64> {
+        self.distinct_estimates.read().get(field).copied()
+    }
+
     /// The summary of every partition, combined.
     pub fn summary(&self) -> Result<PartitionSummary> {
         let parts = (0..self.partitions.len())
