@@ -35,6 +35,9 @@ const SCAN_ROW_COST: f64 = 1.0;
 /// Relative cost of one row an index names: its own page reads and decoding, at a random
 /// place. Calibrated by bench/results/indexes.md (forced runs of each path).
 const FETCH_ROW_COST: f64 = 40.0;
+/// Relative cost of one entry of an index that covers the query (no component read): a
+/// binary-searched, in-memory slice, cheaper per row than a scan's decoding.
+const COVERED_ROW_COST: f64 = 0.5;
 
 /// A forced access path, or none.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,6 +68,8 @@ pub struct IndexAccess {
     pub range: IndexRange,
     /// Index entries in the range (an upper bound on rows: deleted rows still count).
     pub estimated_rows: u64,
+    /// The index holds every column the scan reads: an index-only scan.
+    pub covering: bool,
 }
 
 /// How a scan reaches its rows.
@@ -143,10 +148,21 @@ fn combined_range(ranges: &[ColumnRange], column: &str) -> Option<IndexRange> {
     combined
 }
 
+/// The estimated cost of an index scan, in scanned-row units.
+fn cost(index: &IndexAccess) -> f64 {
+    let per_row = if index.covering {
+        COVERED_ROW_COST
+    } else {
+        FETCH_ROW_COST
+    };
+    index.estimated_rows as f64 * per_row
+}
+
 /// Chooses between a full scan and the indexes whose leading field the filters bound.
 pub fn choose(
     dataset: &Dataset,
     ranges: Vec<ColumnRange>,
+    projection: Option<&[usize]>,
     forced: AccessOverride,
 ) -> cairn_storage::Result<Access> {
     let live_rows = dataset.live_rows();
@@ -157,16 +173,18 @@ pub fn choose(
             continue;
         };
         let estimated_rows = dataset.index_estimate(&definition.name, &range)?;
-        if best
-            .as_ref()
-            .is_none_or(|b| estimated_rows < b.estimated_rows)
-        {
-            best = Some(IndexAccess {
-                index: definition.name.clone(),
-                field: field.clone(),
-                range,
-                estimated_rows,
-            });
+        let covering = definition
+            .covering(&dataset.shape.schema, projection)
+            .is_some();
+        let candidate = IndexAccess {
+            index: definition.name.clone(),
+            field: field.clone(),
+            range,
+            estimated_rows,
+            covering,
+        };
+        if best.as_ref().is_none_or(|b| cost(&candidate) < cost(b)) {
+            best = Some(candidate);
         }
     }
     // Row groups are pruned by top-level fields only (their statistics are per column).
@@ -185,7 +203,7 @@ pub fn choose(
     let Some(index) = best else {
         return Ok(full(None));
     };
-    let index_cost = index.estimated_rows as f64 * FETCH_ROW_COST;
+    let index_cost = cost(&index);
     let scan_cost = live_rows as f64 * SCAN_ROW_COST;
     Ok(match forced {
         AccessOverride::Index => Access::Index(index),
@@ -195,7 +213,7 @@ pub fn choose(
         ))),
         AccessOverride::Auto if index_cost < scan_cost => Access::Index(index),
         AccessOverride::Auto => full(Some(format!(
-            "index {} would fetch about {} of {live_rows} rows; scanning is cheaper",
+            "index {} would read about {} of {live_rows} rows; scanning is cheaper",
             index.index, index.estimated_rows
         ))),
     })

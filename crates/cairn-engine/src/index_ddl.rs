@@ -47,17 +47,13 @@ impl Database {
                 )));
             }
         };
-        if !include.is_empty() {
-            return Err(EngineError::NotImplemented(format!(
-                "INCLUDE (covering indexes) on index {name}"
-            )));
-        }
         self.storage.create_index(
             dataset,
             IndexDefinition {
                 name: name.to_string(),
                 fields,
                 kind,
+                include,
             },
         )?;
         self.catalog_changed();
@@ -110,7 +106,11 @@ impl Database {
                 datasets.push(name.clone());
                 indexes.push(definition.name);
                 kinds.push(format!("{:?}", definition.kind).to_uppercase());
-                fields.push(definition.fields.join(", "));
+                let mut described = definition.fields.join(", ");
+                if !definition.include.is_empty() {
+                    described.push_str(&format!(" INCLUDE ({})", definition.include.join(", ")));
+                }
+                fields.push(described);
             }
         }
         batch(vec![

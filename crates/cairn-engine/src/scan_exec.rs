@@ -309,7 +309,12 @@ impl DisplayAs for DatasetScanExec {
             }
             Access::Index(index) => write!(
                 f,
-                ", access=index scan {} on {} in {} (estimated {} rows)",
+                ", access={} {} on {} in {} (estimated {} rows)",
+                if index.covering {
+                    "index-only scan"
+                } else {
+                    "index scan"
+                },
                 index.index,
                 index.field,
                 DisplayRange(&index.range.lower, &index.range.upper),

@@ -194,7 +194,13 @@ impl TableProvider for DatasetTable {
         };
         let access = match self.pinned_key(filters) {
             Some(key) => Access::Key(key),
-            None => choose(&self.dataset, self.ranges(filters), forced).map_err(storage_error)?,
+            None => choose(
+                &self.dataset,
+                self.ranges(filters),
+                projection.map(|p| p.as_slice()),
+                forced,
+            )
+            .map_err(storage_error)?,
         };
         Ok(Arc::new(DatasetScanExec::try_new(
             self.dataset.clone(),

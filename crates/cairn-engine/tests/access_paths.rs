@@ -66,7 +66,7 @@ async fn narrow_ranges_use_the_index_and_wide_ones_scan() {
     let text = plan(&db, wide).await;
     assert!(text.contains("access=full scan of 2 partitions"), "{text}");
     assert!(
-        text.contains("index events_at would fetch about 49000 of 50000 rows"),
+        text.contains("index events_at would read about 49000 of 50000 rows"),
         "{text}"
     );
 
@@ -180,4 +180,34 @@ async fn top_k_reads_in_index_order_and_stops() {
     db.sql("SET cairn.access_path = 'auto'").await.unwrap();
     assert!(plan(&db, ascending).await.contains("ascending"));
     assert_eq!(ids(&db.sql(ascending).await.unwrap()).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_covering_index_answers_without_reading_components() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    let query = "SELECT id, at FROM events WHERE at >= 1000 AND at < 1100";
+    let fetched = ids(&db.sql(query).await.unwrap());
+    db.sql("CREATE INDEX events_at_id ON events(at) INCLUDE (id)")
+        .await
+        .unwrap();
+    let text = plan(&db, query).await;
+    assert!(
+        text.contains("access=index-only scan events_at_id"),
+        "{text}"
+    );
+    db.sql("DELETE FROM events WHERE id = 7").await.unwrap(); // not in the range: no change
+    db.sql(&format!("DELETE FROM events WHERE id = {}", fetched[0]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&db.sql(query).await.unwrap()), fetched[1..].to_vec());
+    // A column the index does not hold needs the component: a plain index scan.
+    let wider = "SELECT id, body FROM events WHERE at >= 1000 AND at < 1100";
+    let text = plan(&db, wider).await;
+    assert!(text.contains("access=index scan events_at"), "{text}");
+    let shows = db.sql("SHOW INDEXES ON events").await.unwrap();
+    let shown = arrow::util::pretty::pretty_format_batches(&shows)
+        .unwrap()
+        .to_string();
+    assert!(shown.contains("at INCLUDE (id)"), "{shown}");
 }

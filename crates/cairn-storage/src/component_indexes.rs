@@ -31,7 +31,12 @@ impl DiskComponent {
         let file_name = definition.file_name(self.id);
         let path = self.directory().join(&file_name);
         let read = if path.exists() {
-            match ComponentIndex::read(&path, field_types.clone(), self.rows) {
+            match ComponentIndex::read(
+                &path,
+                field_types.clone(),
+                definition.include.len(),
+                self.rows,
+            ) {
                 Ok(index) => Some(index),
                 Err(error) => {
                     tracing::warn!(%error, "rebuilding a damaged index file");
@@ -44,7 +49,9 @@ impl DiskComponent {
         let index = match read {
             Some(index) => index,
             None => {
-                let index = ComponentIndex::build(field_types, &self.indexed_columns(definition)?)?;
+                let mut columns = self.indexed_columns(definition)?;
+                let included = columns.split_off(definition.fields.len());
+                let index = ComponentIndex::build(field_types, &columns, &included)?;
                 index.write(&self.directory(), &file_name)?;
                 index
             }
@@ -54,22 +61,28 @@ impl DiskComponent {
         Ok(index)
     }
 
-    /// Every row's values of the indexed fields, one array per field.
+    /// Every row's values of the indexed fields, then of the included fields, one array per
+    /// field.
     fn indexed_columns(&self, definition: &IndexDefinition) -> Result<Vec<ArrayRef>> {
         let metadata = self.metadata()?;
-        let roots: Vec<usize> = definition
+        let paths: Vec<&String> = definition
             .fields
+            .iter()
+            .chain(&definition.include)
+            .collect();
+        let mut roots: Vec<usize> = paths
             .iter()
             .filter_map(|path| {
                 let root = path.split('.').next()?;
                 self.shape.schema.index_of(root).ok()
             })
             .collect();
+        roots.sort_unstable();
+        roots.dedup();
         let mask = ProjectionMask::roots(metadata.parquet_schema(), roots);
         let row_groups = (0..metadata.metadata().num_row_groups()).collect();
         let batches = self.read_batches(&metadata, row_groups, mask, Some(65536), None)?;
-        definition
-            .fields
+        paths
             .iter()
             .map(|path| {
                 let parts: Vec<ArrayRef> = batches

@@ -13,12 +13,43 @@ use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
-use crate::secondary_index::{IndexDefinition, IndexRange, value_at_path};
+use crate::secondary_index::{CoveredColumn, IndexDefinition, IndexRange, value_at_path};
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Record;
 use cairn_model::arrow_mapping::records_to_batch;
 use std::sync::Arc;
+
+/// An index-only scan's output batch: the projected schema's columns, each taken from the
+/// index's field or included values as `plan` says.
+fn covered_batch(
+    schema: &arrow::datatypes::Schema,
+    projection: Option<&[usize]>,
+    plan: &[CoveredColumn],
+    fields: Vec<arrow::array::ArrayRef>,
+    included: Vec<arrow::array::ArrayRef>,
+) -> Result<RecordBatch> {
+    let projected = match projection {
+        Some(columns) => schema.project(columns),
+        None => Ok(schema.clone()),
+    }
+    .map_err(arrow_error)?;
+    let columns = plan
+        .iter()
+        .map(|covered| match covered {
+            CoveredColumn::Field(i) => fields[*i].clone(),
+            CoveredColumn::Include(i) => included[*i].clone(),
+        })
+        .collect();
+    RecordBatch::try_new(Arc::new(projected), columns).map_err(arrow_error)
+}
+
+fn arrow_error(e: arrow::error::ArrowError) -> StorageError {
+    StorageError::Parquet {
+        path: Default::default(),
+        message: e.to_string(),
+    }
+}
 
 impl Dataset {
     /// The secondary indexes, in creation order.
@@ -211,9 +242,30 @@ impl Dataset {
                 .collect();
             (records, state.snapshot_slots())
         };
+        let covering = definition.covering(&self.shape.schema, projection);
         let mut batches = Vec::new();
         for (component, deleted) in slots {
             match component {
+                ComponentRef::Disk(disk) if covering.is_some() => {
+                    // Index-only: the entries hold every column the query reads.
+                    let index = disk.index(&definition)?;
+                    let positions: Vec<usize> = index
+                        .positions(range)
+                        .filter(|&p| !deleted.contains(index.entry(p).1 as u64))
+                        .collect();
+                    if positions.is_empty() {
+                        continue;
+                    }
+                    let (fields, included) = index.covered_values(&positions)?;
+                    let plan = covering.as_deref().unwrap_or_default();
+                    batches.push(covered_batch(
+                        &self.shape.schema,
+                        projection,
+                        plan,
+                        fields,
+                        included,
+                    )?);
+                }
                 ComponentRef::Disk(disk) => {
                     let index = disk.index(&definition)?;
                     let mut rows: Vec<u64> = index

@@ -39,6 +39,19 @@ pub struct IndexDefinition {
     pub fields: Vec<String>,
     #[serde(default)]
     pub kind: IndexKind,
+    /// Top-level fields stored in the index beside the indexed ones (`INCLUDE`), so that a
+    /// query reading only indexed and included fields needs no component read.
+    #[serde(default)]
+    pub include: Vec<String>,
+}
+
+/// Where an index-only scan finds one output column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CoveredColumn {
+    /// The `n`th indexed field.
+    Field(usize),
+    /// The `n`th included field.
+    Include(usize),
 }
 
 /// The declared type at a dotted field path, if every step names a declared field.
@@ -102,7 +115,51 @@ impl IndexDefinition {
                 ));
             }
         }
+        for (i, path) in self.include.iter().enumerate() {
+            if self.include[..i].contains(path) || self.fields.contains(path) {
+                return Err(format!(
+                    "index `{}` names field `{path}` twice (indexed or included)",
+                    self.name
+                ));
+            }
+            if path.contains('.') || record.field_index(path).is_none() {
+                return Err(format!(
+                    "index `{}`: INCLUDE names `{path}`, which is not a declared top-level field",
+                    self.name
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// How an index-only scan produces each column of `projection` (positions in `schema`,
+    /// `None` for all), or `None` when some column is neither indexed (top-level) nor included.
+    pub fn covering(
+        &self,
+        schema: &Schema,
+        projection: Option<&[usize]>,
+    ) -> Option<Vec<CoveredColumn>> {
+        let all: Vec<usize>;
+        let columns = match projection {
+            Some(columns) => columns,
+            None => {
+                all = (0..schema.fields().len()).collect();
+                &all
+            }
+        };
+        columns
+            .iter()
+            .map(|&c| {
+                let name = schema.fields().get(c)?.name();
+                if let Some(j) = self.fields.iter().position(|f| f == name) {
+                    return Some(CoveredColumn::Field(j));
+                }
+                self.include
+                    .iter()
+                    .position(|f| f == name)
+                    .map(CoveredColumn::Include)
+            })
+            .collect()
     }
 
     /// The declared types of the indexed fields (the definition must be valid).
@@ -207,6 +264,8 @@ pub struct ComponentIndex {
     converter: RowConverter,
     values: Rows,
     rows: Vec<u32>,
+    /// The included fields' values, in entry order.
+    included: Vec<ArrayRef>,
 }
 
 fn converter(
@@ -221,9 +280,14 @@ fn converter(
 }
 
 impl ComponentIndex {
-    /// Builds the index over a component's indexed columns (one array per field, all the
-    /// component's rows in order). Rows whose leading field is null are left out.
-    pub fn build(field_types: Vec<DataType>, columns: &[ArrayRef]) -> Result<ComponentIndex> {
+    /// Builds the index over a component's indexed columns and included columns (one array
+    /// per field, all the component's rows in order). Rows whose leading field is null are
+    /// left out.
+    pub fn build(
+        field_types: Vec<DataType>,
+        columns: &[ArrayRef],
+        included: &[ArrayRef],
+    ) -> Result<ComponentIndex> {
         let converter = converter(&field_types).map_err(arrow_error)?;
         let Some(leading) = columns.first() else {
             return Err(StorageError::InvalidDefinition {
@@ -244,12 +308,36 @@ impl ComponentIndex {
         for &row in &order {
             values.push(all.row(row as usize));
         }
+        let take = UInt32Array::from(order.clone());
+        let included = included
+            .iter()
+            .map(|column| arrow::compute::take(column.as_ref(), &take, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(arrow_error)?;
         Ok(ComponentIndex {
             field_types,
             converter,
             values,
             rows: order,
+            included,
         })
+    }
+
+    /// The indexed fields' and the included fields' values at `positions`, for index-only
+    /// scans.
+    pub fn covered_values(&self, positions: &[usize]) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let fields = self
+            .converter
+            .convert_rows(positions.iter().map(|&p| self.values.row(p)))
+            .map_err(arrow_error)?;
+        let take = UInt32Array::from(positions.iter().map(|&p| p as u32).collect::<Vec<_>>());
+        let included = self
+            .included
+            .iter()
+            .map(|column| arrow::compute::take(column.as_ref(), &take, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(arrow_error)?;
+        Ok((fields, included))
     }
 
     pub fn len(&self) -> usize {
@@ -310,12 +398,14 @@ impl ComponentIndex {
         &self.rows[positions]
     }
 
-    /// The index as an Arrow IPC file: one column per field (`f0`, `f1`, ...) and `row`.
+    /// The index as an Arrow IPC file: one column per indexed field (`f0`, `f1`, ...), one per
+    /// included field (`i0`, ...), and `row`.
     fn to_ipc(&self) -> Result<Vec<u8>> {
         let mut columns = self
             .converter
             .convert_rows(self.values.iter())
             .map_err(arrow_error)?;
+        columns.extend(self.included.iter().cloned());
         columns.push(Arc::new(UInt32Array::from(self.rows.clone())));
         let mut fields: Vec<ArrowField> = self
             .field_types
@@ -323,6 +413,12 @@ impl ComponentIndex {
             .enumerate()
             .map(|(i, t)| ArrowField::new(format!("f{i}"), arrow_type(t), true))
             .collect();
+        fields.extend(
+            self.included
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ArrowField::new(format!("i{i}"), c.data_type().clone(), true)),
+        );
         fields.push(ArrowField::new(
             "row",
             arrow::datatypes::DataType::UInt32,
@@ -347,8 +443,14 @@ impl ComponentIndex {
         crate::durable_file::replace_file(dir, name, &[&bytes])
     }
 
-    /// Reads an index file; `component_rows` bounds the row numbers it may hold.
-    pub fn read(path: &Path, field_types: Vec<DataType>, component_rows: u64) -> Result<Self> {
+    /// Reads an index file with `include_count` included fields; `component_rows` bounds the
+    /// row numbers it may hold.
+    pub fn read(
+        path: &Path,
+        field_types: Vec<DataType>,
+        include_count: usize,
+        component_rows: u64,
+    ) -> Result<Self> {
         let corrupt = |message: String| StorageError::corrupt(path, message);
         let file = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
         let reader = arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(file), None)
@@ -359,11 +461,16 @@ impl ComponentIndex {
         let converter = converter(&field_types).map_err(arrow_error)?;
         let mut values = converter.empty_rows(0, 0);
         let mut rows = Vec::new();
+        let mut included_parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); include_count];
         for batch in &batches {
-            if batch.num_columns() != field_types.len() + 1 {
+            if batch.num_columns() != field_types.len() + include_count + 1 {
                 return Err(corrupt("index file has the wrong columns".into()));
             }
-            let (value_columns, row_column) = batch.columns().split_at(field_types.len());
+            let (value_columns, rest) = batch.columns().split_at(field_types.len());
+            let (included_columns, row_column) = rest.split_at(include_count);
+            for (parts, column) in included_parts.iter_mut().zip(included_columns) {
+                parts.push(column.clone());
+            }
             let Some(row_numbers) = row_column[0].as_any().downcast_ref::<UInt32Array>() else {
                 return Err(corrupt("index row column is not uint32".into()));
             };
@@ -383,11 +490,24 @@ impl ComponentIndex {
         if !sorted {
             return Err(corrupt("index entries are out of order".into()));
         }
+        let included = included_parts
+            .iter()
+            .map(|parts| {
+                let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+                arrow::compute::concat(&refs).map_err(|e| corrupt(e.to_string()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if included.iter().any(|c| c.len() != rows.len()) {
+            return Err(corrupt(
+                "index included columns have the wrong length".into(),
+            ));
+        }
         Ok(ComponentIndex {
             field_types,
             converter,
             values,
             rows,
+            included,
         })
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use arrow::array::AsArray;
+use arrow::array::{Array, AsArray};
 use cairn_model::arrow_mapping::record_at;
 use cairn_model::{Key, Record, Value};
 use cairn_storage::ordered_index::OrderedIndexScan;
@@ -21,6 +21,7 @@ fn definition(name: &str, fields: &[&str]) -> IndexDefinition {
         name: name.to_string(),
         fields: fields.iter().map(|f| f.to_string()).collect(),
         kind: IndexKind::Btree,
+        include: Vec::new(),
     }
 }
 
@@ -144,6 +145,48 @@ fn check(storage: &Storage, model: &BTreeMap<i64, Record>, lo: i64, hi: i64) {
             "scan agrees with the model"
         );
         assert_eq!(through_index(storage, "by_v", range), expected, "{range:?}");
+        // The covering index answers (id, v, name) from its entries alone.
+        let dataset = storage.dataset("items").unwrap();
+        let schema = &dataset.shape.schema;
+        let columns: Vec<usize> = ["id", "v", "name"]
+            .iter()
+            .map(|c| schema.index_of(c).unwrap())
+            .collect();
+        let mut covered: Vec<(i64, i64, Option<String>)> = Vec::new();
+        for partition in 0..dataset.partitions.len() {
+            for batch in dataset
+                .index_scan_partition(partition, "by_v_covering", range, Some(&columns))
+                .unwrap()
+            {
+                let id = batch
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>();
+                let v = batch
+                    .column(1)
+                    .as_primitive::<arrow::datatypes::Int64Type>();
+                let name = batch.column(2).as_string::<i32>();
+                for row in 0..batch.num_rows() {
+                    let name = (!name.is_null(row)).then(|| name.value(row).to_string());
+                    covered.push((id.value(row), v.value(row), name));
+                }
+            }
+        }
+        covered.sort();
+        let name_at = item_type().field_index("name").unwrap();
+        let wanted: Vec<(i64, i64, Option<String>)> = expected
+            .iter()
+            .map(|r| {
+                let (Value::Int(id), Value::Int(v)) = (&r.values[0], &r.values[v]) else {
+                    unreachable!("id and v are required int64 fields")
+                };
+                let name = match &r.values[name_at] {
+                    Value::String(s) => Some(s.clone()),
+                    _ => None,
+                };
+                (*id, *v, name)
+            })
+            .collect();
+        assert_eq!(covered, wanted, "index-only {range:?}");
         // The string index: names exist for even v only, so absent values are skipped.
         let names = IndexRange {
             lower: Some(Value::String(format!("name-{lo}"))),
@@ -164,6 +207,8 @@ proptest! {
         let mut storage = open_with_items(dir.path(), 2);
         storage.create_index("items", definition("by_v", &["v"])).unwrap();
         storage.create_index("items", definition("by_name_at", &["name", "at"])).unwrap();
+        let covering = IndexDefinition { include: vec!["id".into(), "name".into()], ..definition("by_v_covering", &["v"]) };
+        storage.create_index("items", covering).unwrap();
         let mut model: BTreeMap<i64, Record> = BTreeMap::new();
         for step in steps {
             match step {
