@@ -2,19 +2,11 @@
 //! normalized tables, and reports MB/s of JSON (BIGFUN issue target: ≥ 50 MB/s on this
 //! machine). Writes `bigfun-generator.md` and raw JSON to the results directory.
 
+use crate::bigfun::BigfunRun;
 use crate::bigfun::{GenerateOptions, GenerateReport, generate_to_dir};
 use crate::environment::Environment;
 use crate::stats::median;
 use serde::Serialize;
-use std::path::PathBuf;
-
-pub struct GeneratorBenchConfig {
-    pub users: i64,
-    pub seed: u64,
-    pub runs: usize,
-    pub work_dir: PathBuf,
-    pub results_dir: PathBuf,
-}
 
 #[derive(Serialize)]
 struct ModeResult {
@@ -35,7 +27,7 @@ struct GeneratorBenchReport {
 
 const TARGET_JSON_MB_PER_S: f64 = 50.0;
 
-pub fn run(config: &GeneratorBenchConfig) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     let environment = Environment::capture();
     let out = config.work_dir.join(format!("bigfun-gen-{}", config.users));
     let mut modes = Vec::new();
@@ -81,7 +73,7 @@ pub fn run(config: &GeneratorBenchConfig) -> Result<(), Box<dyn std::error::Erro
     Ok(())
 }
 
-fn markdown(report: &GeneratorBenchReport, config: &GeneratorBenchConfig) -> String {
+fn markdown(report: &GeneratorBenchReport, config: &BigfunRun) -> String {
     let mut text = format!(
         "# BigFUN generator benchmark\n\n{}- Scale: {} Gleambook users, seed {}, {} generator threads, {} runs per mode (median reported); output to `{}`\n- Raw: `bench/results/raw/bigfun-generator-{}.json`\n\n",
         report.environment.markdown(),

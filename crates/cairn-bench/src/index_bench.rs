@@ -4,6 +4,7 @@
 //! Cairn chooses and with every path forced (`SET cairn.access_path`). Writes `indexes.md` and
 //! raw JSON.
 
+use crate::bigfun::BigfunRun;
 use crate::bigfun::records::{DATETIME_HI, DATETIME_LO, format_datetime};
 use crate::bigfun::{GenerateOptions, generate_to_dir};
 use crate::environment::Environment;
@@ -12,16 +13,7 @@ use arrow::array::RecordBatch;
 use cairn_engine::Database;
 use cairn_storage::StorageOptions;
 use serde::Serialize;
-use std::path::PathBuf;
 use std::time::Instant;
-
-pub struct IndexBenchConfig {
-    pub users: i64,
-    pub seed: u64,
-    pub runs: usize,
-    pub work_dir: PathBuf,
-    pub results_dir: PathBuf,
-}
 
 #[derive(Debug, Serialize)]
 struct PathTiming {
@@ -79,7 +71,7 @@ async fn scan_line(db: &Database, sql: &str) -> Result<String, Box<dyn std::erro
         .unwrap_or_default())
 }
 
-pub async fn run(config: &IndexBenchConfig) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     let environment = Environment::capture();
     let data = config
         .work_dir
@@ -240,7 +232,7 @@ async fn count_of(
     Ok(total)
 }
 
-fn markdown(report: &IndexBenchReport, config: &IndexBenchConfig) -> String {
+fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
     let mut text = format!(
         "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} chirps (seed {}); bulk load of the two datasets {:.1} s; the three indexes built in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included); the three paths take turns run by run\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
         report.environment.markdown(),

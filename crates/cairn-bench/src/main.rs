@@ -1,8 +1,9 @@
 //! `cairn-bench`: runs Cairn's benchmarks and generators from the command line.
 
+use cairn_bench::bigfun::BigfunRun;
 use cairn_bench::bigfun::generate_users;
-use cairn_bench::generator_bench::{self, GeneratorBenchConfig};
-use cairn_bench::index_bench::{self, IndexBenchConfig};
+use cairn_bench::generator_bench;
+use cairn_bench::index_bench;
 use cairn_bench::quickstart;
 use cairn_bench::sql_bench::{self, SqlBenchConfig};
 use cairn_bench::storage_bench::{self, StorageBenchConfig};
@@ -77,31 +78,9 @@ enum Command {
         python: Option<PathBuf>,
     },
     /// The BigFUN generator benchmark: MB/s of JSON, with and without the normalized tables.
-    BigfunGen {
-        #[arg(long, default_value_t = 1_000_000)]
-        users: i64,
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        #[arg(long, default_value = "bench/data")]
-        work_dir: PathBuf,
-        #[arg(long, default_value = "bench/results")]
-        results_dir: PathBuf,
-    },
-    /// The index benchmark: BigFUN Q3 and Q6 in S/M/L with the chosen plan and each path forced.
-    Indexes {
-        #[arg(long, default_value_t = 1_000_000)]
-        users: i64,
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        #[arg(long, default_value = "bench/data")]
-        work_dir: PathBuf,
-        #[arg(long, default_value = "bench/results")]
-        results_dir: PathBuf,
-    },
+    BigfunGen(BigfunRun),
+    /// The index benchmark: BigFUN Q3, Q6 and Q10 with the chosen plan and each path forced.
+    Indexes(BigfunRun),
     /// Writes BigFUN GleambookUsers as JSON Lines.
     GenUsers {
         #[arg(long)]
@@ -111,6 +90,23 @@ enum Command {
         #[arg(long, default_value_t = 42)]
         seed: u64,
     },
+}
+
+/// Exits with a usage error unless the run has at least one user and one run.
+fn validated(run: BigfunRun) -> BigfunRun {
+    if run.users < 1 || run.runs < 1 {
+        eprintln!("error: --users and --runs must be at least 1");
+        std::process::exit(2);
+    }
+    run
+}
+
+/// Prints the report a benchmark wrote.
+fn print_report(run: &BigfunRun, file: &str) {
+    println!(
+        "{}",
+        std::fs::read_to_string(run.results_dir.join(file)).unwrap_or_default()
+    );
 }
 
 fn main() {
@@ -192,59 +188,16 @@ fn main() {
                 .map_err(|e| e.into())
                 .and_then(|runtime| runtime.block_on(quickstart::run(users, seed, &work_dir)))
         }
-        Command::BigfunGen {
-            users,
-            seed,
-            runs,
-            work_dir,
-            results_dir,
-        } => {
-            if users < 1 || runs < 1 {
-                eprintln!("error: --users and --runs must be at least 1");
-                std::process::exit(2);
-            }
-            let config = GeneratorBenchConfig {
-                users,
-                seed,
-                runs,
-                work_dir,
-                results_dir: results_dir.clone(),
-            };
-            generator_bench::run(&config).map(|()| {
-                println!(
-                    "{}",
-                    std::fs::read_to_string(results_dir.join("bigfun-generator.md"))
-                        .unwrap_or_default()
-                );
-            })
+        Command::BigfunGen(run) => {
+            let run = validated(run);
+            generator_bench::run(&run).map(|()| print_report(&run, "bigfun-generator.md"))
         }
-        Command::Indexes {
-            users,
-            seed,
-            runs,
-            work_dir,
-            results_dir,
-        } => {
-            if users < 1 || runs < 1 {
-                eprintln!("error: --users and --runs must be at least 1");
-                std::process::exit(2);
-            }
-            let config = IndexBenchConfig {
-                users,
-                seed,
-                runs,
-                work_dir,
-                results_dir: results_dir.clone(),
-            };
+        Command::Indexes(run) => {
+            let run = validated(run);
             tokio::runtime::Runtime::new()
                 .map_err(|e| e.into())
-                .and_then(|runtime| runtime.block_on(index_bench::run(&config)))
-                .map(|()| {
-                    println!(
-                        "{}",
-                        std::fs::read_to_string(results_dir.join("indexes.md")).unwrap_or_default()
-                    );
-                })
+                .and_then(|runtime| runtime.block_on(index_bench::run(&run)))
+                .map(|()| print_report(&run, "indexes.md"))
         }
         Command::GenUsers { users, out, seed } => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
