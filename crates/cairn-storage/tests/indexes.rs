@@ -334,3 +334,39 @@ fn bad_index_definitions_are_refused_by_name() {
     ));
     assert!(storage.dataset("items").unwrap().index_definitions().len() == 1);
 }
+
+#[test]
+fn bulk_loads_into_an_indexed_dataset_are_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 2);
+    storage
+        .create_index("items", definition("by_v", &["v"]))
+        .unwrap();
+    let input = dir.path().join("items.json");
+    let lines: Vec<String> = (0..500)
+        .map(|id| {
+            format!(
+                r#"{{"id": {id}, "v": {}, "tags": [], "at": 1000}}"#,
+                id % 50
+            )
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    storage.load("items", &[input], None).unwrap();
+    let range = IndexRange {
+        lower: Some(Value::Int(7)),
+        upper: Some(Value::Int(8)),
+    };
+    let found = through_index(&storage, "by_v", &range);
+    assert_eq!(found.len(), 20);
+    assert_eq!(found, through_scan(&storage, "v", &range));
+    let index_files = walk(dir.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+        .count();
+    let components = storage.stats("items").unwrap().components;
+    assert_eq!(
+        index_files, components,
+        "every loaded component has its index file"
+    );
+}
