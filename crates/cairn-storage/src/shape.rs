@@ -1,7 +1,7 @@
 //! Everything derived once from a dataset's definition that readers and writers need: its
 //! declared type, Arrow schema, key columns and partition count.
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, SchemaRef};
 use cairn_model::arrow_mapping::arrow_schema;
 use cairn_model::{DataType, DatasetType};
@@ -47,10 +47,32 @@ impl DatasetShape {
 /// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
 const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
 
+fn is_flat(data_type: &ArrowType) -> bool {
+    data_type == &ArrowType::Utf8 || data_type.is_primitive()
+}
+
+/// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the non-null values differ.
+fn mostly_distinct(values: &arrow::array::ArrayRef) -> bool {
+    let present = values.len() - values.null_count();
+    let Ok(converter) =
+        arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
+    else {
+        return false;
+    };
+    let Ok(rows) = converter.convert_columns(std::slice::from_ref(values)) else {
+        return false;
+    };
+    let distinct: HashSet<&[u8]> = (0..rows.num_rows())
+        .filter(|&i| values.is_valid(i))
+        .map(|i| rows.row(i).data())
+        .collect();
+    present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64
+}
+
 impl DatasetShape {
-    /// Columns to write without dictionary encoding: the key columns (unique by definition) and
-    /// top-level string and primitive columns (timestamps, numbers) that are mostly distinct in
-    /// `sample`.
+    /// Columns to write without dictionary encoding: the key columns (unique by definition),
+    /// and top-level string and primitive columns (timestamps, numbers) and lists of them
+    /// (friend ids) whose values are mostly distinct in `sample`.
     pub fn undictionaried_columns(&self, sample: Option<&RecordBatch>) -> Vec<ColumnPath> {
         let mut columns: Vec<ColumnPath> = self
             .dataset_type
@@ -62,27 +84,24 @@ impl DatasetShape {
             return columns;
         };
         for (index, field) in self.schema.fields().iter().enumerate() {
-            let flat = field.data_type() == &ArrowType::Utf8 || field.data_type().is_primitive();
-            if !flat || self.key_column_indices.contains(&index) {
+            if self.key_column_indices.contains(&index) {
                 continue;
             }
             let column = sample.column(index);
-            let present = column.len() - column.null_count();
-            let Ok(converter) = arrow::row::RowConverter::new(vec![arrow::row::SortField::new(
-                field.data_type().clone(),
-            )]) else {
-                continue;
+            // Top-level flat columns, and the values of lists of flat values (friend ids).
+            let (values, path) = match field.data_type() {
+                ArrowType::List(item) if is_flat(item.data_type()) => {
+                    let Some(list) = column.as_list_opt::<i32>() else {
+                        continue;
+                    };
+                    let path = format!("{}.list.{}", field.name(), item.name());
+                    (list.values().clone(), path)
+                }
+                data_type if is_flat(data_type) => (column.clone(), field.name().clone()),
+                _ => continue,
             };
-            let Ok(rows) = converter.convert_columns(std::slice::from_ref(column)) else {
-                continue;
-            };
-            let distinct: HashSet<&[u8]> = (0..rows.num_rows())
-                .filter(|&i| column.is_valid(i))
-                .map(|i| rows.row(i).data())
-                .collect();
-            if present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64
-            {
-                columns.push(ColumnPath::from(field.name().as_str()));
+            if mostly_distinct(&values) {
+                columns.push(ColumnPath::from(path.as_str()));
             }
         }
         columns

@@ -123,3 +123,47 @@ fn an_empty_dataset_has_no_bounds() {
     let id = column(&empty, "id").as_ref().unwrap();
     assert_eq!((&id.min, &id.max, id.null_count), (&None, &None, 0));
 }
+
+/// Mostly-distinct flat columns, and lists of mostly-distinct values, are written without a
+/// dictionary (a fetch of a few rows would otherwise decode the whole dictionary); repetitive
+/// ones keep theirs.
+#[test]
+fn mostly_distinct_columns_have_no_dictionary() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    // Row groups large enough to sample (the tests' usual 4-row groups are not).
+    let options = cairn_storage::StorageOptions {
+        background_work: false,
+        ..Default::default()
+    };
+    let storage = Storage::open(dir.path(), options).unwrap();
+    storage
+        .create_dataset("items", item_dataset_type(), Some(1))
+        .unwrap();
+    for id in 0..200 {
+        storage.insert("items", item(id, id)).unwrap();
+    }
+    storage.flush("items").unwrap();
+    let component = std::fs::read_dir(dir.path().join("datasets"))
+        .unwrap()
+        .flatten()
+        .map(|d| d.path().join("p0"))
+        .flat_map(|p| std::fs::read_dir(p).unwrap().flatten().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(component).unwrap()).unwrap();
+    let row_group = reader.metadata().row_group(0);
+    let has_dictionary = |path: &str| {
+        row_group
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == path)
+            .unwrap_or_else(|| panic!("no column {path}"))
+            .dictionary_page_offset()
+            .is_some()
+    };
+    // `v` and `at` take a distinct value per row; `tags` repeats three words.
+    assert!(!has_dictionary("v"));
+    assert!(!has_dictionary("at"));
+    assert!(has_dictionary("tags.list.item"));
+}
