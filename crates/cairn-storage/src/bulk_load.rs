@@ -14,7 +14,6 @@ use crate::error::{Result, StorageError};
 use crate::partition::{ComponentRef, Slot};
 use crate::storage::Storage;
 use arrow::array::RecordBatch;
-use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::arrow_mapping::{arrow_type, value_at};
 use cairn_model::json::record_from_json;
 use cairn_model::json_arrow::BatchDecoder;
@@ -139,13 +138,7 @@ impl<'a> ChunkBuilder<'a> {
         }
         let shape = &self.dataset.shape;
         let records: Vec<&Record> = self.pending.iter().map(|p| &p.record).collect();
-        let batch =
-            records_to_batch(&shape.schema, &shape.dataset_type.record, &records).map_err(|e| {
-                StorageError::InvalidDefinition {
-                    dataset: shape.name.clone(),
-                    message: e.to_string(),
-                }
-            })?;
+        let batch = shape.records_batch(&records, None)?;
         let origins = self
             .pending
             .drain(..)

@@ -255,6 +255,8 @@ pub struct DiskComponent {
     summaries: CachedSummaries,
     /// Secondary indexes read or built so far, by index name.
     pub(crate) indexes: parking_lot::Mutex<std::collections::HashMap<String, Arc<ComponentIndex>>>,
+    /// Indexes whose file is known to exist, so every manifest write need not look again.
+    pub(crate) index_files: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 impl DiskComponent {
@@ -315,6 +317,7 @@ impl DiskComponent {
             obsolete: AtomicBool::new(false),
             summaries: CachedSummaries::new(),
             indexes: Default::default(),
+            index_files: Default::default(),
         };
         for rg in 0..metadata.num_row_groups() {
             let rows = metadata.row_group(rg).num_rows() as u64;

@@ -104,22 +104,26 @@ impl DiskComponent {
     /// Makes sure index `definition` has a file, building it if not, without reading an
     /// existing file into memory.
     pub fn ensure_index_file(&self, definition: &IndexDefinition) -> Result<()> {
-        if self.indexes.lock().contains_key(&definition.name) {
+        if self.index_files.lock().contains(&definition.name)
+            || self.indexes.lock().contains_key(&definition.name)
+        {
             return Ok(());
         }
-        if self
+        if !self
             .directory()
             .join(definition.file_name(self.id))
             .exists()
         {
-            return Ok(());
+            self.index(definition)?;
         }
-        self.index(definition).map(|_| ())
+        self.index_files.lock().insert(definition.name.clone());
+        Ok(())
     }
 
     /// Forgets index `name` and deletes its file.
     pub fn drop_index(&self, name: &str) {
         self.indexes.lock().remove(name);
+        self.index_files.lock().remove(name);
         let path = self.directory().join(format!("c{}.{name}.idx", self.id));
         let _ = std::fs::remove_file(path);
     }

@@ -17,7 +17,6 @@ use crate::secondary_index::{CoveredColumn, IndexDefinition, IndexRange, value_a
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Record;
-use cairn_model::arrow_mapping::records_to_batch;
 use std::sync::Arc;
 
 /// An index-only scan's output batch: the projected schema's columns, each taken from the
@@ -32,8 +31,7 @@ fn covered_batch(
     let projected = match projection {
         Some(columns) => schema.project(columns),
         None => Ok(schema.clone()),
-    }
-    .map_err(arrow_error)?;
+    }?;
     let columns = plan
         .iter()
         .map(|covered| match covered {
@@ -41,14 +39,7 @@ fn covered_batch(
             CoveredColumn::Include(i) => included[*i].clone(),
         })
         .collect();
-    RecordBatch::try_new(Arc::new(projected), columns).map_err(arrow_error)
-}
-
-fn arrow_error(e: arrow::error::ArrowError) -> StorageError {
-    StorageError::Parquet {
-        path: Default::default(),
-        message: e.to_string(),
-    }
+    RecordBatch::try_new(Arc::new(projected), columns).map_err(StorageError::from)
 }
 
 impl Dataset {
@@ -288,19 +279,7 @@ impl Dataset {
         }
         if !records.is_empty() {
             let refs: Vec<&Record> = records.iter().map(|r| r.as_ref()).collect();
-            let batch = records_to_batch(&self.shape.schema, record_type, &refs).map_err(|e| {
-                StorageError::InvalidDefinition {
-                    dataset: self.shape.name.clone(),
-                    message: e.to_string(),
-                }
-            })?;
-            batches.push(match projection {
-                Some(columns) => batch.project(columns).map_err(|e| StorageError::Parquet {
-                    path: Default::default(),
-                    message: e.to_string(),
-                })?,
-                None => batch,
-            });
+            batches.push(self.shape.records_batch(&refs, projection)?);
         }
         Ok(batches)
     }

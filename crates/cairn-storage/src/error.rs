@@ -110,4 +110,15 @@ impl StorageError {
     }
 }
 
+/// An Arrow error outside reading or writing a particular file (projecting, filtering or
+/// assembling batches in memory).
+impl From<arrow::error::ArrowError> for StorageError {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        StorageError::Parquet {
+            path: Default::default(),
+            message: e.to_string(),
+        }
+    }
+}
+
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -11,7 +11,6 @@ use crate::partition::ComponentRef;
 use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_value, value_at_path};
 use arrow::array::RecordBatch;
 use cairn_model::Record;
-use cairn_model::arrow_mapping::records_to_batch;
 use roaring::RoaringTreemap;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -246,17 +245,7 @@ impl OrderedIndexScan {
                 Source::Memory(rows) => {
                     let records: Vec<&Record> =
                         positions.iter().map(|&p| rows[p].1.as_ref()).collect();
-                    let shape = &self.dataset.shape;
-                    let batch =
-                        records_to_batch(&shape.schema, &shape.dataset_type.record, &records)
-                            .map_err(|e| StorageError::InvalidDefinition {
-                                dataset: shape.name.clone(),
-                                message: e.to_string(),
-                            })?;
-                    let batch = match projection {
-                        Some(columns) => batch.project(columns).map_err(arrow_error)?,
-                        None => batch,
-                    };
+                    let batch = self.dataset.shape.records_batch(&records, projection)?;
                     for (row, &position) in positions.iter().enumerate() {
                         located.insert((source, position), (batches.len(), row));
                     }
@@ -275,13 +264,6 @@ impl OrderedIndexScan {
         let refs: Vec<&RecordBatch> = batches.iter().collect();
         arrow::compute::interleave_record_batch(&refs, &indices)
             .map(Some)
-            .map_err(arrow_error)
-    }
-}
-
-fn arrow_error(e: arrow::error::ArrowError) -> StorageError {
-    StorageError::Parquet {
-        path: Default::default(),
-        message: e.to_string(),
+            .map_err(StorageError::from)
     }
 }

@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::shape::DatasetShape;
 use crate::statistics::ColumnSummaries;
 use arrow::array::RecordBatch;
-use cairn_model::arrow_mapping::records_to_batch;
 use cairn_model::{Key, Record};
 use roaring::RoaringTreemap;
 use std::collections::BTreeMap;
@@ -46,13 +45,7 @@ impl FrozenMemtable {
             return Ok(batch);
         }
         let records: Vec<&Record> = self.rows.iter().map(|(_, r)| r.as_ref()).collect();
-        let batch =
-            records_to_batch(&shape.schema, &shape.dataset_type.record, &records).map_err(|e| {
-                crate::error::StorageError::InvalidDefinition {
-                    dataset: shape.name.clone(),
-                    message: e.to_string(),
-                }
-            })?;
+        let batch = shape.records_batch(&records, None)?;
         Ok(self.batch.get_or_init(|| batch))
     }
 }

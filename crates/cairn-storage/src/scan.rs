@@ -6,7 +6,7 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
 use arrow::array::{BooleanArray, RecordBatch};
-use cairn_model::arrow_mapping::{records_to_batch, value_at};
+use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, Record, Value};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use roaring::RoaringTreemap;
@@ -80,10 +80,7 @@ fn filter_deleted(
     if keep.true_count() == batch.num_rows() {
         return Ok(batch);
     }
-    arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| StorageError::Parquet {
-        path: Default::default(),
-        message: e.to_string(),
-    })
+    Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
 }
 
 impl Dataset {
@@ -192,15 +189,7 @@ impl Dataset {
             let mut pruned = 0;
             if !memory.is_empty() {
                 let records: Vec<&Record> = memory.iter().map(|r| r.as_ref()).collect();
-                let batch = records_to_batch(
-                    &self.shape.schema,
-                    &self.shape.dataset_type.record,
-                    &records,
-                )
-                .map_err(|e| StorageError::InvalidDefinition {
-                    dataset: self.shape.name.clone(),
-                    message: e.to_string(),
-                })?;
+                let batch = self.shape.records_batch(&records, None)?;
                 units.push_back(Unit::Batch(batch));
             }
             for (component, deleted) in slots {
@@ -241,10 +230,7 @@ impl PartitionScan {
     fn project(&self, batch: RecordBatch) -> Result<RecordBatch> {
         match &self.projection {
             None => Ok(batch),
-            Some(columns) => batch.project(columns).map_err(|e| StorageError::Parquet {
-                path: Default::default(),
-                message: e.to_string(),
-            }),
+            Some(columns) => Ok(batch.project(columns)?),
         }
     }
 }

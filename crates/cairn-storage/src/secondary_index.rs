@@ -288,14 +288,14 @@ impl ComponentIndex {
         columns: &[ArrayRef],
         included: &[ArrayRef],
     ) -> Result<ComponentIndex> {
-        let converter = converter(&field_types).map_err(arrow_error)?;
+        let converter = converter(&field_types)?;
         let Some(leading) = columns.first() else {
             return Err(StorageError::InvalidDefinition {
                 dataset: String::new(),
                 message: "an index needs at least one field".into(),
             });
         };
-        let all = converter.convert_columns(columns).map_err(arrow_error)?;
+        let all = converter.convert_columns(columns)?;
         let mut order: Vec<u32> = (0..leading.len() as u32)
             .filter(|&row| leading.is_valid(row as usize))
             .collect();
@@ -312,8 +312,7 @@ impl ComponentIndex {
         let included = included
             .iter()
             .map(|column| arrow::compute::take(column.as_ref(), &take, None))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(arrow_error)?;
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(ComponentIndex {
             field_types,
             converter,
@@ -328,15 +327,13 @@ impl ComponentIndex {
     pub fn covered_values(&self, positions: &[usize]) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
         let fields = self
             .converter
-            .convert_rows(positions.iter().map(|&p| self.values.row(p)))
-            .map_err(arrow_error)?;
+            .convert_rows(positions.iter().map(|&p| self.values.row(p)))?;
         let take = UInt32Array::from(positions.iter().map(|&p| p as u32).collect::<Vec<_>>());
         let included = self
             .included
             .iter()
             .map(|column| arrow::compute::take(column.as_ref(), &take, None))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(arrow_error)?;
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok((fields, included))
     }
 
@@ -401,10 +398,7 @@ impl ComponentIndex {
     /// The index as an Arrow IPC file: one column per indexed field (`f0`, `f1`, ...), one per
     /// included field (`i0`, ...), and `row`.
     fn to_ipc(&self) -> Result<Vec<u8>> {
-        let mut columns = self
-            .converter
-            .convert_rows(self.values.iter())
-            .map_err(arrow_error)?;
+        let mut columns = self.converter.convert_rows(self.values.iter())?;
         columns.extend(self.included.iter().cloned());
         columns.push(Arc::new(UInt32Array::from(self.rows.clone())));
         let mut fields: Vec<ArrowField> = self
@@ -424,15 +418,13 @@ impl ComponentIndex {
             arrow::datatypes::DataType::UInt32,
             false,
         ));
-        let batch =
-            RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_error)?;
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
         let mut bytes = Vec::new();
         {
             let mut writer =
-                arrow::ipc::writer::FileWriter::try_new(&mut bytes, batch.schema_ref())
-                    .map_err(arrow_error)?;
-            writer.write(&batch).map_err(arrow_error)?;
-            writer.finish().map_err(arrow_error)?;
+                arrow::ipc::writer::FileWriter::try_new(&mut bytes, batch.schema_ref())?;
+            writer.write(&batch)?;
+            writer.finish()?;
         }
         Ok(bytes)
     }
@@ -458,7 +450,7 @@ impl ComponentIndex {
         let batches = reader
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| corrupt(e.to_string()))?;
-        let converter = converter(&field_types).map_err(arrow_error)?;
+        let converter = converter(&field_types)?;
         let mut values = converter.empty_rows(0, 0);
         let mut rows = Vec::new();
         let mut included_parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); include_count];
@@ -537,11 +529,4 @@ fn partition_point(n: usize, mut before: impl FnMut(usize) -> bool) -> usize {
         }
     }
     lo
-}
-
-fn arrow_error(e: arrow::error::ArrowError) -> StorageError {
-    StorageError::Parquet {
-        path: Default::default(),
-        message: e.to_string(),
-    }
 }

@@ -3,8 +3,8 @@
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, SchemaRef};
-use cairn_model::arrow_mapping::arrow_schema;
-use cairn_model::{DataType, DatasetType};
+use cairn_model::arrow_mapping::{arrow_schema, records_to_batch};
+use cairn_model::{DataType, DatasetType, Record};
 use parquet::schema::types::ColumnPath;
 use std::collections::HashSet;
 
@@ -23,6 +23,25 @@ pub struct DatasetShape {
 }
 
 impl DatasetShape {
+    /// In-memory records as one Arrow batch of the dataset's schema, cut to `projection`.
+    pub fn records_batch(
+        &self,
+        records: &[&Record],
+        projection: Option<&[usize]>,
+    ) -> crate::error::Result<RecordBatch> {
+        let batch =
+            records_to_batch(&self.schema, &self.dataset_type.record, records).map_err(|e| {
+                crate::error::StorageError::InvalidDefinition {
+                    dataset: self.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        Ok(match projection {
+            Some(columns) => batch.project(columns)?,
+            None => batch,
+        })
+    }
+
     pub fn new(id: u64, name: &str, dataset_type: DatasetType, partition_count: u32) -> Self {
         let schema = arrow_schema(&dataset_type.record);
         let key_column_indices = dataset_type.key_indices().to_vec();
