@@ -62,13 +62,12 @@ pub fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         threads,
         modes,
     };
-    let raw_dir = config.results_dir.join("raw");
-    std::fs::create_dir_all(&raw_dir)?;
-    let raw = raw_dir.join(format!("bigfun-generator-{}.json", config.users));
-    std::fs::write(&raw, serde_json::to_vec_pretty(&report)?)?;
-    std::fs::write(
-        config.results_dir.join("bigfun-generator.md"),
-        markdown(&report, config),
+    crate::report::write_report(
+        &config.results_dir,
+        &format!("bigfun-generator-{}.json", config.users),
+        &report,
+        "bigfun-generator.md",
+        |_| markdown(&report, config),
     )?;
     Ok(())
 }

@@ -201,13 +201,12 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         index_seconds,
         cases,
     };
-    let raw_dir = config.results_dir.join("raw");
-    std::fs::create_dir_all(&raw_dir)?;
-    let raw = raw_dir.join(format!("indexes-{}.json", config.users));
-    std::fs::write(&raw, serde_json::to_vec_pretty(&report)?)?;
-    std::fs::write(
-        config.results_dir.join("indexes.md"),
-        markdown(&report, config),
+    crate::report::write_report(
+        &config.results_dir,
+        &format!("indexes-{}.json", config.users),
+        &report,
+        "indexes.md",
+        |_| markdown(&report, config),
     )?;
     Ok(())
 }

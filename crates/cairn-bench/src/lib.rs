@@ -7,6 +7,7 @@ pub mod generator_bench;
 pub mod index_bench;
 pub mod messages;
 pub mod quickstart;
+pub mod report;
 pub mod sql_bench;
 pub mod stats;
 pub mod storage_bench;

@@ -101,11 +101,11 @@ fn validated(run: BigfunRun) -> BigfunRun {
     run
 }
 
-/// Prints the report a benchmark wrote.
-fn print_report(run: &BigfunRun, file: &str) {
+/// Prints the report page a benchmark wrote.
+fn print_report(results_dir: &std::path::Path, file: &str) {
     println!(
         "{}",
-        std::fs::read_to_string(run.results_dir.join(file)).unwrap_or_default()
+        std::fs::read_to_string(results_dir.join(file)).unwrap_or_default()
     );
 }
 
@@ -136,12 +136,7 @@ fn main() {
                 writer_counts: writers,
                 runs,
             };
-            storage_bench::run(&config).map(|_| {
-                println!(
-                    "{}",
-                    std::fs::read_to_string(results_dir.join("storage.md")).unwrap_or_default()
-                );
-            })
+            storage_bench::run(&config).map(|_| print_report(&results_dir, "storage.md"))
         }
         Command::Sql {
             rows,
@@ -168,12 +163,7 @@ fn main() {
             tokio::runtime::Runtime::new()
                 .map_err(|e| e.into())
                 .and_then(|runtime| runtime.block_on(sql_bench::run(&config)))
-                .map(|_| {
-                    println!(
-                        "{}",
-                        std::fs::read_to_string(results_dir.join("sql.md")).unwrap_or_default()
-                    );
-                })
+                .map(|_| print_report(&results_dir, "sql.md"))
         }
         Command::Quick {
             users,
@@ -190,14 +180,15 @@ fn main() {
         }
         Command::BigfunGen(run) => {
             let run = validated(run);
-            generator_bench::run(&run).map(|()| print_report(&run, "bigfun-generator.md"))
+            generator_bench::run(&run)
+                .map(|()| print_report(&run.results_dir, "bigfun-generator.md"))
         }
         Command::Indexes(run) => {
             let run = validated(run);
             tokio::runtime::Runtime::new()
                 .map_err(|e| e.into())
                 .and_then(|runtime| runtime.block_on(index_bench::run(&run)))
-                .map(|()| print_report(&run, "indexes.md"))
+                .map(|()| print_report(&run.results_dir, "indexes.md"))
         }
         Command::GenUsers { users, out, seed } => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

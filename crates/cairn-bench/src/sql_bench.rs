@@ -196,11 +196,13 @@ fn run_duckdb(python: &Path, parquet: &Path, runs: usize) -> Result<serde_json::
 }
 
 fn write_report(config: &SqlBenchConfig, report: &SqlBenchReport) -> std::io::Result<()> {
-    let raw_dir = config.results_dir.join("raw");
-    std::fs::create_dir_all(&raw_dir)?;
-    let raw = raw_dir.join(format!("sql-{}.json", report.rows));
-    std::fs::write(&raw, serde_json::to_vec_pretty(report).unwrap_or_default())?;
-    std::fs::write(config.results_dir.join("sql.md"), markdown(report, &raw))
+    crate::report::write_report(
+        &config.results_dir,
+        &format!("sql-{}.json", report.rows),
+        report,
+        "sql.md",
+        |raw| markdown(report, raw),
+    )
 }
 
 fn markdown(report: &SqlBenchReport, raw: &Path) -> String {

@@ -316,17 +316,13 @@ fn measure_inserts(
 }
 
 fn write_report(config: &StorageBenchConfig, report: &StorageBenchReport) -> std::io::Result<()> {
-    let raw_dir = config.results_dir.join("raw");
-    std::fs::create_dir_all(&raw_dir)?;
     let stamp = report.environment.started_at.replace(':', "-");
-    let raw = raw_dir.join(format!("storage-{}-{stamp}.json", config.users));
-    std::fs::write(
-        &raw,
-        serde_json::to_string_pretty(report).unwrap_or_default(),
-    )?;
-    std::fs::write(
-        config.results_dir.join("storage.md"),
-        markdown(report, &raw),
+    crate::report::write_report(
+        &config.results_dir,
+        &format!("storage-{}-{stamp}.json", config.users),
+        report,
+        "storage.md",
+        |raw| markdown(report, raw),
     )
 }
 
