@@ -188,8 +188,9 @@ impl TableProvider for DatasetTable {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let forced = match state.config_options().extensions.get::<CairnOptions>() {
-            Some(options) => AccessOverride::parse(&options.access_path)
-                .map_err(|message| DataFusionError::Plan(message))?,
+            Some(options) => {
+                AccessOverride::parse(&options.access_path).map_err(DataFusionError::Plan)?
+            }
             None => AccessOverride::Auto,
         };
         let access = match self.pinned_key(filters) {

@@ -345,11 +345,6 @@ impl ComponentIndex {
         self.rows.is_empty()
     }
 
-    /// Approximate bytes held in memory.
-    pub fn size(&self) -> usize {
-        self.values.size() + self.rows.len() * 4
-    }
-
     /// The leading field's value encoded in row format, or `None` if it has another type.
     fn encode_leading(&self, value: &Value) -> Option<Vec<u8>> {
         encode_value(&self.field_types[0], value)

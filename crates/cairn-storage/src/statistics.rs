@@ -152,13 +152,13 @@ impl ColumnSummaries {
                 let maxes = converter.row_group_maxes(row_groups.iter()).ok()?;
                 let nulls = converter.row_group_null_counts(row_groups.iter()).ok()?;
                 let mut summary = ColumnSummary::empty();
-                for row_group in 0..row_groups.len() {
+                for (row_group, metadata) in row_groups.iter().enumerate() {
                     // A row group without statistics leaves the whole column unknown.
                     if nulls.is_null(row_group) {
                         return None;
                     }
                     summary.null_count += nulls.value(row_group);
-                    let rows = row_groups[row_group].num_rows() as u64;
+                    let rows = metadata.num_rows() as u64;
                     if nulls.value(row_group) == rows {
                         continue; // all null: no bounds to read
                     }

@@ -43,7 +43,7 @@ fn through_index(storage: &Storage, index: &str, range: &IndexRange) -> Vec<Reco
             }
         }
     }
-    records.sort_by_key(|r| int_key(r));
+    records.sort_by_key(int_key);
     records
 }
 
@@ -59,7 +59,7 @@ fn through_scan(storage: &Storage, field: &str, range: &IndexRange) -> Vec<Recor
         .flat_map(|b| (0..b.num_rows()).map(|row| record_at(record_type, b.columns(), row)))
         .filter(|r| range.contains(&r.values[position]))
         .collect();
-    records.sort_by_key(|r| int_key(r));
+    records.sort_by_key(int_key);
     records
 }
 
@@ -214,12 +214,16 @@ proptest! {
             match step {
                 Step::Insert(k, v) => {
                     let result = storage.insert("items", item(k, v));
-                    if model.contains_key(&k) {
-                        let refused = matches!(result, Err(StorageError::DuplicateKey { .. }));
-                        prop_assert!(refused, "a duplicate insert is refused");
-                    } else {
-                        result.unwrap();
-                        model.insert(k, item(k, v));
+                    match model.entry(k) {
+                        std::collections::btree_map::Entry::Occupied(_) => {
+                            let refused =
+                                matches!(result, Err(StorageError::DuplicateKey { .. }));
+                            prop_assert!(refused, "a duplicate insert is refused");
+                        }
+                        std::collections::btree_map::Entry::Vacant(slot) => {
+                            result.unwrap();
+                            slot.insert(item(k, v));
+                        }
                     }
                 }
                 Step::Upsert(k, v) => {
