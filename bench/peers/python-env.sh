@@ -7,5 +7,5 @@ venv="${CAIRN_VENV:-$HOME/.cache/cairn-venv}"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv" >&2
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/duckdb/requirements.txt" >&2
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt" >&2
 echo "$venv/bin/python"

@@ -2,6 +2,8 @@
 //! `bench/results/` with the machine, versions, data size and command line.
 
 pub mod bigfun;
+pub mod bigfun_bench;
+pub mod bigfun_report;
 pub mod environment;
 pub mod generator_bench;
 pub mod index_bench;

@@ -2,6 +2,7 @@
 
 use cairn_bench::bigfun::BigfunRun;
 use cairn_bench::bigfun::generate_users;
+use cairn_bench::bigfun_bench::{self, BigfunBenchArgs};
 use cairn_bench::generator_bench;
 use cairn_bench::index_bench;
 use cairn_bench::quickstart;
@@ -79,6 +80,9 @@ enum Command {
     },
     /// The BigFUN generator benchmark: MB/s of JSON, with and without the normalized tables.
     BigfunGen(BigfunRun),
+    /// BigFUN end to end: every operation on Cairn and the peer systems, compared
+    /// (bench/results/bigfun-<users>.md).
+    Bigfun(BigfunBenchArgs),
     /// The index benchmark: BigFUN Q3, Q6 and Q10 with the chosen plan and each path forced.
     Indexes(BigfunRun),
     /// Writes BigFUN GleambookUsers as JSON Lines.
@@ -190,6 +194,10 @@ fn main() {
                 .and_then(|runtime| runtime.block_on(index_bench::run(&run)))
                 .map(|()| print_report(&run.results_dir, "indexes.md"))
         }
+        Command::Bigfun(args) => tokio::runtime::Runtime::new()
+            .map_err(|e| e.into())
+            .and_then(|runtime| runtime.block_on(bigfun_bench::run(&args)))
+            .map(|()| print_report(&args.results_dir, &format!("bigfun-{}.md", args.users))),
         Command::GenUsers { users, out, seed } => {
             let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
             std::fs::write(&out, generate_users(users, seed, threads)).map_err(|e| e.into())

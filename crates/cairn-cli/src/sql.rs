@@ -16,7 +16,9 @@ pub struct SqlArgs {
     #[arg(
         value_name = "STATEMENTS",
         required_unless_present = "file",
-        conflicts_with = "file"
+        conflicts_with = "file",
+        // A script may open with a `--` comment; it is still the statements, not a flag.
+        allow_hyphen_values = true
     )]
     statements: Option<String>,
     /// Read the statements from FILE (`-` for standard input).

@@ -1,10 +1,14 @@
-//! BigFUN (../shared/BIGFUN.md): the data generator and the datasets' declarations.
+//! BigFUN (../shared/BIGFUN.md): the data generator, the datasets' declarations, the workload
+//! and its parameters, and the canonical form answers are compared in.
 
+pub mod canonical;
 pub mod generate;
+pub mod params;
 pub mod random;
 pub mod records;
 pub mod schema;
 pub mod words;
+pub mod workload;
 
 /// A benchmark run over a generated BigFUN instance: its scale and seed, how many measured runs
 /// per case, where generated data goes and where the report goes.

@@ -1,0 +1,5 @@
+-- Q9 spatial selection: sender screen name and text of the chirps whose sender_location lies
+-- within circle(point({{x}}, {{y}}), {{radius}}) (boundary included).
+SELECT c.user.screen_name AS screen_name, c.message_text
+FROM ChirpMessages c
+WHERE spatial_intersect(c.sender_location, circle(point({{x}}, {{y}}), {{radius}}))

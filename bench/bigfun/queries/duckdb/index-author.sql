@@ -1,0 +1,2 @@
+-- Created before the "-IX" runs of Q12–Q15: an ART index on GleambookMessages.author_id.
+CREATE INDEX messages_author_id ON GleambookMessages(author_id)

@@ -1,0 +1,106 @@
+"""Runs a BigFUN plan written by `cairn-bench bigfun` on one peer system and reports timings,
+answer sizes and answer checksums as JSON.
+
+The plan names the system, its setup scripts (load, indexes) and the cases; every run's SQL is
+already filled in by the Rust driver, so all systems answer the same parameter sets. Times are
+end to end as the client sees them: execute plus fetching every row. The checksum (canonical.py)
+is computed after the clock stops.
+
+Usage: python bigfun_peer.py PLAN.json OUT.json
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from canonical import canonical_row, checksum  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class DuckDbPeer:
+    def __init__(self, plan):
+        import duckdb
+
+        self.duckdb = duckdb
+        self.version = f"DuckDB {duckdb.__version__}"
+        self.path = plan["database"]
+        for leftover in (self.path, self.path + ".wal"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        self.con = duckdb.connect(self.path)
+        self.con.execute(f"SET threads = {int(plan.get('threads', 2))}")
+
+    def execute(self, sql: str, timeout: float):
+        """Runs `sql` (one or more statements) and returns the last one's rows."""
+        timer = threading.Timer(timeout, self.con.interrupt)
+        timer.start()
+        try:
+            self.con.execute(sql)
+            return self.con.fetchall() if self.con.description else []
+        finally:
+            timer.cancel()
+
+    def is_timeout(self, error: Exception) -> bool:
+        return isinstance(error, self.duckdb.InterruptException)
+
+    def size_bytes(self) -> int:
+        self.con.execute("CHECKPOINT")
+        return os.path.getsize(self.path)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+PEERS = {"duckdb": DuckDbPeer}
+
+
+def main() -> None:
+    plan_path, out_path = sys.argv[1], sys.argv[2]
+    with open(plan_path) as f:
+        plan = json.load(f)
+    peer = PEERS[plan["system"]](plan)
+    timeout = float(plan["timeout_seconds"])
+    report = {"system": plan["system"], "version": peer.version, "setup": [], "cases": []}
+
+    for step in plan["setup"]:
+        log(f"{plan['system']}: {step['name']}")
+        started = time.perf_counter()
+        peer.execute(step["statements"], float(step.get("timeout_seconds", 24 * 3600)))
+        report["setup"].append({"name": step["name"], "seconds": time.perf_counter() - started})
+    report["size_bytes"] = peer.size_bytes()
+
+    for case in plan["cases"]:
+        if case.get("before"):
+            peer.execute(case["before"], 24 * 3600)
+        runs = []
+        for run in case["runs"]:
+            outcome = {"warmup": run["warmup"]}
+            started = time.perf_counter()
+            try:
+                rows = peer.execute(run["sql"], timeout)
+                outcome["seconds"] = time.perf_counter() - started
+                outcome["rows"] = len(rows)
+                outcome["checksum"] = checksum([canonical_row(r) for r in rows])
+            except Exception as error:  # reported per run; the plan goes on
+                outcome["seconds"] = time.perf_counter() - started
+                if peer.is_timeout(error):
+                    outcome["timed_out"] = True
+                else:
+                    outcome["error"] = f"{type(error).__name__}: {error}"[:2000]
+            runs.append(outcome)
+        log(f"{plan['system']}: {case['label']} done")
+        report["cases"].append({"label": case["label"], "runs": runs})
+
+    peer.close()
+    with open(out_path, "w") as f:
+        json.dump(report, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,525 @@
+//! The BigFUN driver (`cairn-bench bigfun`, BIGFUN.md §5): loads a generated instance into
+//! Cairn and the peer systems, draws every run's parameters once, runs every case on every
+//! system (warm-up runs discarded, then measured runs), checks the answers against each other
+//! by checksum, and writes `bigfun-<users>.md` with raw JSON and a chart.
+
+use crate::bigfun::canonical;
+use crate::bigfun::params::{ParameterGenerator, Population, RunParameters};
+use crate::bigfun::workload::{self, Case};
+use crate::bigfun::{GenerateOptions, generate_to_dir};
+use crate::bigfun_report;
+use crate::environment::Environment;
+use cairn_engine::{Database, StatementOutcome};
+use cairn_storage::StorageOptions;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Every system the driver knows, in report column order.
+pub const SYSTEMS: [&str; 6] = ["cairn", "cairn-http", "asterixdb", "postgres", "duckdb", "spark"];
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BigfunBenchArgs {
+    /// Gleambook users (messages and chirps scale with them).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub users: i64,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Systems to run, comma separated (of: cairn, cairn-http, asterixdb, postgres, duckdb, spark).
+    #[arg(long, value_delimiter = ',', default_value = "cairn,cairn-http,asterixdb,postgres,duckdb")]
+    pub systems: Vec<String>,
+    /// Measured runs per case, each with fresh parameters.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Warm-up runs per case, discarded.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// A run that takes longer is stopped and reported as a timeout.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout_seconds: f64,
+    /// Only the cases whose label starts with one of these (e.g. `Q3,Q12-IX,U1`).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Python with the peers' client libraries (default: the one bench/peers/python-env.sh
+    /// creates, installing it if needed).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Scratch directory for generated data and databases.
+    #[arg(long, default_value = "bench/data")]
+    pub work_dir: PathBuf,
+    #[arg(long, default_value = "bench/results")]
+    pub results_dir: PathBuf,
+}
+
+/// One run of one case on one system.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub warmup: bool,
+    pub seconds: f64,
+    /// Rows of the answer, or records changed by an update.
+    #[serde(default)]
+    pub rows: Option<usize>,
+    #[serde(default)]
+    pub checksum: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub timed_out: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseOutcome {
+    pub label: String,
+    pub runs: Vec<RunOutcome>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetupStep {
+    pub name: String,
+    pub seconds: f64,
+}
+
+/// What happened to one system: it ran (with its outcomes), was not available, or failed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemOutcome {
+    pub system: String,
+    pub version: String,
+    /// `ran`, `not available: ...` or `failed: ...` (with the log tail).
+    pub status: String,
+    pub setup: Vec<SetupStep>,
+    pub size_bytes: Option<u64>,
+    pub cases: Vec<CaseOutcome>,
+}
+
+impl SystemOutcome {
+    fn unavailable(system: &str, status: String) -> Self {
+        SystemOutcome {
+            system: system.to_string(),
+            version: String::new(),
+            status,
+            setup: Vec::new(),
+            size_bytes: None,
+            cases: Vec::new(),
+        }
+    }
+}
+
+/// A case with the parameters of every run, warm-ups first.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedCase {
+    pub case: Case,
+    pub label: String,
+    pub runs: Vec<PlannedRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedRun {
+    pub warmup: bool,
+    pub parameters: RunParameters,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BigfunReport {
+    pub environment: Environment,
+    pub users: i64,
+    pub seed: u64,
+    pub messages: i64,
+    pub chirps: i64,
+    pub json_bytes: i64,
+    pub runs: usize,
+    pub warmup: usize,
+    pub timeout_seconds: f64,
+    pub plan: Vec<PlannedCase>,
+    pub systems: Vec<SystemOutcome>,
+}
+
+type Error = Box<dyn std::error::Error>;
+
+fn validate(args: &BigfunBenchArgs) -> Result<(), Error> {
+    if args.users < 1 {
+        return Err(format!("--users must be at least 1 (got {})", args.users).into());
+    }
+    if args.runs < 1 {
+        return Err("--runs must be at least 1".into());
+    }
+    if !(args.timeout_seconds > 0.0) {
+        return Err(format!("--timeout-seconds must be positive (got {})", args.timeout_seconds).into());
+    }
+    if args.systems.is_empty() {
+        return Err("--systems names no system".into());
+    }
+    for system in &args.systems {
+        if !SYSTEMS.contains(&system.as_str()) {
+            return Err(format!(
+                "unknown system `{system}` in --systems (known: {})",
+                SYSTEMS.join(", ")
+            )
+            .into());
+        }
+    }
+    for dir in [&args.work_dir, &args.results_dir] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+        let probe = dir.join(".cairn-write-probe");
+        std::fs::write(&probe, b"")
+            .map_err(|e| format!("directory {} is not writable: {e}", dir.display()))?;
+        let _ = std::fs::remove_file(probe);
+    }
+    Ok(())
+}
+
+fn selected_cases(args: &BigfunBenchArgs) -> Result<Vec<Case>, Error> {
+    let cases: Vec<Case> = workload::all_cases()
+        .into_iter()
+        .filter(|c| {
+            let label = c.label();
+            args.only.is_empty() || args.only.iter().any(|p| label_matches(&label, p))
+        })
+        .collect();
+    if cases.is_empty() {
+        return Err(format!("--only {:?} selects no case", args.only).into());
+    }
+    Ok(cases)
+}
+
+/// `Q1` selects Q1 but not Q12; `Q12` selects Q12-S and Q12-IX-S; `Q3-S` selects exactly it.
+fn label_matches(label: &str, prefix: &str) -> bool {
+    label == prefix
+        || label
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with(['-', ' ']))
+}
+
+/// Total size of the files under `dir`.
+fn directory_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => directory_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
+    validate(args)?;
+    let cases = selected_cases(args)?;
+    let environment = Environment::capture();
+    let data = args
+        .work_dir
+        .join(format!("bigfun-{}-seed{}", args.users, args.seed));
+    let manifest = data.join("bigfun.json");
+    if !manifest.exists() {
+        eprintln!("generating BigFUN data into {}", data.display());
+        let options = GenerateOptions::new(args.users, args.seed);
+        generate_to_dir(&options, &data, &|_| {})?;
+    }
+    let generated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest)?)?;
+    let count = |key: &str| generated[key].as_i64().unwrap_or(0);
+    let population = Population {
+        users: count("users"),
+        chirps: count("chirps"),
+    };
+
+    // Cairn is loaded first whatever the systems: the parameter generator calibrates on it.
+    let (db, mut cairn) = load_cairn(args, &data).await?;
+    eprintln!("drawing parameters for {} cases", cases.len());
+    let mut generator = ParameterGenerator::new(&db, population, args.seed);
+    let mut plan = Vec::new();
+    for case in &cases {
+        let mut runs = Vec::new();
+        for run in 0..args.warmup + args.runs {
+            runs.push(PlannedRun {
+                warmup: run < args.warmup,
+                parameters: generator.parameters(case).await?,
+            });
+        }
+        plan.push(PlannedCase {
+            case: case.clone(),
+            label: case.label(),
+            runs,
+        });
+    }
+
+    let mut systems = Vec::new();
+    for system in &args.systems {
+        let outcome = match system.as_str() {
+            "cairn" => {
+                run_cairn_cases(&db, &plan, args.timeout_seconds, &mut cairn).await?;
+                cairn.clone()
+            }
+            "duckdb" => run_python_peer(args, system, &data, &plan),
+            "cairn-http" => SystemOutcome::unavailable(
+                system,
+                "not available yet: Cairn's HTTP API (`cairn serve`) is not built".into(),
+            ),
+            other => SystemOutcome::unavailable(
+                other,
+                format!("not available yet: the {other} harness under bench/peers/ is not written"),
+            ),
+        };
+        eprintln!("{system}: {}", outcome.status);
+        systems.push(outcome);
+    }
+
+    let report = BigfunReport {
+        environment,
+        users: population.users,
+        seed: args.seed,
+        messages: count("messages"),
+        chirps: population.chirps,
+        json_bytes: count("json_bytes"),
+        runs: args.runs,
+        warmup: args.warmup,
+        timeout_seconds: args.timeout_seconds,
+        plan,
+        systems,
+    };
+    bigfun_report::write(&report, &args.results_dir, python_for_chart(args).as_deref())?;
+    Ok(())
+}
+
+async fn load_cairn(args: &BigfunBenchArgs, data: &Path) -> Result<(Database, SystemOutcome), Error> {
+    let db_dir = args.work_dir.join(format!("bigfun-cairn-db-{}", args.users));
+    let _ = std::fs::remove_dir_all(&db_dir);
+    let db = Database::open(&db_dir, StorageOptions::default())?;
+    db.execute_script(crate::bigfun::schema::DDL).await?;
+    let mut setup = Vec::new();
+    let started = Instant::now();
+    for dataset in ["GleambookUsers", "GleambookMessages", "ChirpMessages"] {
+        eprintln!("cairn: loading {dataset}");
+        db.storage()
+            .load(dataset, &[data.join(format!("{dataset}.json"))], None)?;
+    }
+    setup.push(SetupStep {
+        name: "load".into(),
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    let (indexes, _) = workload::setup_text("cairn").expect("Cairn has setup files");
+    let started = Instant::now();
+    db.execute_script(indexes).await?;
+    setup.push(SetupStep {
+        name: "indexes".into(),
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    let outcome = SystemOutcome {
+        system: "cairn".into(),
+        version: format!("Cairn {} (embedded)", env!("CARGO_PKG_VERSION")),
+        status: "ran".into(),
+        setup,
+        size_bytes: Some(directory_bytes(&db_dir)),
+        cases: Vec::new(),
+    };
+    Ok((db, outcome))
+}
+
+/// Renders `case`'s query for `system` with one run's parameters.
+fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<String, String> {
+    let template = workload::query_text(system, planned.case.operation)
+        .ok_or_else(|| format!("{system} has no query file for {}", planned.case.operation))?;
+    workload::render(template, &run.parameters.values)
+        .map_err(|e| format!("{system} {}: {e}", planned.label))
+}
+
+async fn run_cairn_cases(
+    db: &Database,
+    plan: &[PlannedCase],
+    timeout_seconds: f64,
+    outcome: &mut SystemOutcome,
+) -> Result<(), Error> {
+    let (_, author_index) = workload::setup_text("cairn").expect("Cairn has setup files");
+    let mut author_index_created = false;
+    for planned in plan {
+        if planned.case.with_author_index && !author_index_created {
+            let started = Instant::now();
+            db.execute_script(author_index).await?;
+            outcome.setup.push(SetupStep {
+                name: "author_id index".into(),
+                seconds: started.elapsed().as_secs_f64(),
+            });
+            author_index_created = true;
+        }
+        let mut runs = Vec::new();
+        for run in &planned.runs {
+            let sql = render("cairn", planned, run)?;
+            runs.push(run_cairn_once(db, &sql, run.warmup, timeout_seconds).await);
+        }
+        eprintln!("cairn: {} done", planned.label);
+        outcome.cases.push(CaseOutcome {
+            label: planned.label.clone(),
+            runs,
+        });
+    }
+    Ok(())
+}
+
+async fn run_cairn_once(db: &Database, sql: &str, warmup: bool, timeout_seconds: f64) -> RunOutcome {
+    let mut outcome = RunOutcome {
+        warmup,
+        ..RunOutcome::default()
+    };
+    let started = Instant::now();
+    let executed = tokio::time::timeout(
+        Duration::from_secs_f64(timeout_seconds),
+        db.execute_script(sql),
+    )
+    .await;
+    outcome.seconds = started.elapsed().as_secs_f64();
+    match executed {
+        Err(_) => outcome.timed_out = true,
+        Ok(Err(error)) => outcome.error = Some(error.to_string()),
+        Ok(Ok(mut statements)) => match statements.pop().map(|s| s.outcome) {
+            Some(StatementOutcome::Rows { batches, .. }) => match canonical::batch_rows(&batches) {
+                Ok(rows) => {
+                    outcome.rows = Some(rows.len());
+                    outcome.checksum = Some(canonical::checksum(rows));
+                }
+                Err(error) => outcome.error = Some(format!("cannot canonicalize the answer: {error}")),
+            },
+            Some(StatementOutcome::Changed { count, .. }) => outcome.rows = Some(count as usize),
+            _ => outcome.rows = Some(0),
+        },
+    }
+    outcome
+}
+
+/// The Python the peers run under: `--python`, or the virtualenv python-env.sh sets up.
+fn peer_python(args: &BigfunBenchArgs) -> Result<PathBuf, String> {
+    if let Some(python) = &args.python {
+        return Ok(python.clone());
+    }
+    let output = std::process::Command::new("bash")
+        .arg("bench/peers/python-env.sh")
+        .output()
+        .map_err(|e| format!("cannot run bench/peers/python-env.sh: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "bench/peers/python-env.sh failed: {}",
+            tail(&String::from_utf8_lossy(&output.stderr))
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+}
+
+fn python_for_chart(args: &BigfunBenchArgs) -> Option<PathBuf> {
+    peer_python(args).ok()
+}
+
+/// The last lines of a log, for a failure report.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+#[derive(Deserialize)]
+struct PeerReport {
+    version: String,
+    setup: Vec<SetupStep>,
+    size_bytes: Option<u64>,
+    cases: Vec<CaseOutcome>,
+}
+
+/// Runs the plan on a peer driven by bench/peers/bigfun_peer.py. A peer that cannot be set up
+/// or fails part-way is reported as failed with its log's tail; the run goes on.
+fn run_python_peer(args: &BigfunBenchArgs, system: &str, data: &Path, plan: &[PlannedCase]) -> SystemOutcome {
+    match try_python_peer(args, system, data, plan) {
+        Ok(outcome) => outcome,
+        Err(reason) => SystemOutcome::unavailable(system, format!("failed: {reason}")),
+    }
+}
+
+fn try_python_peer(
+    args: &BigfunBenchArgs,
+    system: &str,
+    data: &Path,
+    plan: &[PlannedCase],
+) -> Result<SystemOutcome, String> {
+    let python = peer_python(args)?;
+    let absolute_data = std::fs::canonicalize(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let data_dir = absolute_data.to_string_lossy().to_string();
+    let dir = args.work_dir.join(format!("bigfun-{system}-{}", args.users));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let load = std::fs::read_to_string(format!("bench/bigfun/queries/{system}/load.sql"))
+        .map_err(|e| format!("bench/bigfun/queries/{system}/load.sql: {e}"))?;
+    let load = workload::render(&load, &[("data_dir".to_string(), data_dir)].into())?;
+    let (indexes, author_index) =
+        workload::setup_text(system).ok_or_else(|| format!("{system} has no setup files"))?;
+
+    let mut cases = Vec::new();
+    let mut author_index_created = false;
+    for planned in plan {
+        let before = (planned.case.with_author_index && !author_index_created).then(|| {
+            author_index_created = true;
+            author_index
+        });
+        let runs = planned
+            .runs
+            .iter()
+            .map(|run| {
+                Ok(serde_json::json!({"warmup": run.warmup, "sql": render(system, planned, run)?}))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        cases.push(serde_json::json!({"label": planned.label, "before": before, "runs": runs}));
+    }
+    let database = std::path::absolute(dir.join(format!("{system}.db"))).map_err(|e| e.to_string())?;
+    let plan_json = serde_json::json!({
+        "system": system,
+        "database": database,
+        "threads": std::thread::available_parallelism().map_or(2, |n| n.get()),
+        "timeout_seconds": args.timeout_seconds,
+        "setup": [
+            {"name": "load", "statements": load},
+            {"name": "indexes", "statements": indexes},
+        ],
+        "cases": cases,
+    });
+    let plan_path = dir.join("plan.json");
+    let out_path = dir.join("outcome.json");
+    let log_path = dir.join("peer.log");
+    std::fs::write(&plan_path, plan_json.to_string()).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&out_path);
+    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+    eprintln!("{system}: running the plan (log: {})", log_path.display());
+    let status = std::process::Command::new(&python)
+        .arg("bench/peers/bigfun_peer.py")
+        .arg(&plan_path)
+        .arg(&out_path)
+        .stderr(log)
+        .status()
+        .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+    let log_text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    if !status.success() {
+        return Err(format!("the peer exited with {status}; log tail:\n{}", tail(&log_text)));
+    }
+    let report: PeerReport = serde_json::from_str(
+        &std::fs::read_to_string(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?,
+    )
+    .map_err(|e| format!("{}: {e}", out_path.display()))?;
+    Ok(SystemOutcome {
+        system: system.to_string(),
+        version: report.version,
+        status: "ran".into(),
+        setup: report.setup,
+        size_bytes: report.size_bytes,
+        cases: report.cases,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_match_by_whole_prefix_parts() {
+        assert!(label_matches("Q1", "Q1"));
+        assert!(!label_matches("Q12-S", "Q1"));
+        assert!(label_matches("Q12-IX-S", "Q12"));
+        assert!(label_matches("Q12-IX-S", "Q12-IX"));
+        assert!(!label_matches("Q12-S", "Q12-IX"));
+        assert!(label_matches("U1 k=20", "U1"));
+        assert!(label_matches("Q3-S", "Q3-S"));
+    }
+}

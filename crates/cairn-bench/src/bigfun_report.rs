@@ -1,0 +1,337 @@
+//! The BigFUN report: `bigfun-<users>.md` in the layout of the paper's Tables II (data sizes),
+//! V (operations × systems) and VI (updates), the answers' cross-system checks, the issue's
+//! targets with their ratios, and a chart drawn by bench/peers/bigfun_chart.py.
+
+use crate::bigfun_bench::{BigfunReport, CaseOutcome, RunOutcome, SystemOutcome};
+use crate::report::write_report;
+use crate::stats::median;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The measured runs' summary of one case on one system.
+#[derive(Debug, Clone)]
+enum Cell {
+    Timed {
+        median: f64,
+        mean: f64,
+        min: f64,
+        max: f64,
+        rows: usize,
+    },
+    TimedOut,
+    Failed,
+    NotRun,
+}
+
+impl Cell {
+    fn of(outcome: Option<&CaseOutcome>) -> Cell {
+        let Some(outcome) = outcome else {
+            return Cell::NotRun;
+        };
+        let measured: Vec<&RunOutcome> = outcome.runs.iter().filter(|r| !r.warmup).collect();
+        if measured.iter().any(|r| r.timed_out) {
+            return Cell::TimedOut;
+        }
+        if measured.iter().any(|r| r.error.is_some()) {
+            return Cell::Failed;
+        }
+        if measured.is_empty() {
+            return Cell::NotRun;
+        }
+        let seconds: Vec<f64> = measured.iter().map(|r| r.seconds).collect();
+        let mut rows: Vec<usize> = measured.iter().filter_map(|r| r.rows).collect();
+        rows.sort_unstable();
+        Cell::Timed {
+            median: median(&seconds),
+            mean: seconds.iter().sum::<f64>() / seconds.len() as f64,
+            min: seconds.iter().cloned().fold(f64::INFINITY, f64::min),
+            max: seconds.iter().cloned().fold(0.0, f64::max),
+            rows: rows.get(rows.len() / 2).copied().unwrap_or(0),
+        }
+    }
+
+    fn median(&self) -> Option<f64> {
+        match self {
+            Cell::Timed { median, .. } => Some(*median),
+            _ => None,
+        }
+    }
+
+    fn text(&self, timeout_seconds: f64) -> String {
+        match self {
+            Cell::Timed { median, .. } => seconds_text(*median),
+            Cell::TimedOut => format!("timeout (> {timeout_seconds:.0} s)"),
+            Cell::Failed => "error".into(),
+            Cell::NotRun => "-".into(),
+        }
+    }
+}
+
+/// Seconds with three significant digits, in ms below one second.
+fn seconds_text(seconds: f64) -> String {
+    if seconds < 1.0 {
+        let ms = seconds * 1e3;
+        if ms < 10.0 {
+            format!("{ms:.2} ms")
+        } else if ms < 100.0 {
+            format!("{ms:.1} ms")
+        } else {
+            format!("{ms:.0} ms")
+        }
+    } else if seconds < 100.0 {
+        format!("{seconds:.2} s")
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
+
+fn case_of<'a>(system: &'a SystemOutcome, label: &str) -> Option<&'a CaseOutcome> {
+    system.cases.iter().find(|c| c.label == label)
+}
+
+/// Answer disagreements: per case and run, every system whose checksum differs from the first
+/// system that answered (Cairn when it ran).
+fn mismatches(report: &BigfunReport) -> Vec<String> {
+    let mut found = Vec::new();
+    for planned in report.plan.iter().filter(|p| !p.case.is_update()) {
+        for (run, _) in planned.runs.iter().enumerate() {
+            let answers: Vec<(&str, &RunOutcome)> = report
+                .systems
+                .iter()
+                .filter_map(|s| {
+                    let outcome = case_of(s, &planned.label)?.runs.get(run)?;
+                    outcome.checksum.as_ref()?;
+                    Some((s.system.as_str(), outcome))
+                })
+                .collect();
+            let Some((reference, expected)) = answers.first() else {
+                continue;
+            };
+            for (system, answer) in &answers[1..] {
+                if answer.checksum != expected.checksum {
+                    found.push(format!(
+                        "{} run {run}: {system} answered {} rows (checksum {}), {reference} {} rows ({})",
+                        planned.label,
+                        answer.rows.unwrap_or(0),
+                        answer.checksum.as_deref().unwrap_or("-"),
+                        expected.rows.unwrap_or(0),
+                        expected.checksum.as_deref().unwrap_or("-"),
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
+    let mut page = String::new();
+    let ran: Vec<&SystemOutcome> = report.systems.iter().filter(|s| s.status == "ran").collect();
+    let _ = writeln!(
+        page,
+        "# BigFUN at {} users\n\n{} Gleambook users, {} Gleambook messages, {} chirps ({}) generated with seed {}. \
+         Every case ran {} warm-up run(s), discarded, then {} measured runs, each with fresh parameters that every \
+         system answered alike (single client, closed loop, end to end as the client sees it). Times are medians of \
+         the measured runs. Workload: bench/bigfun/queries/; raw numbers: `{}`.\n",
+        report.users,
+        report.users,
+        report.messages,
+        report.chirps,
+        megabytes(report.json_bytes as u64),
+        report.seed,
+        report.warmup,
+        report.runs,
+        raw.display()
+    );
+    page.push_str(&report.environment.markdown());
+    page.push_str("\n## Systems\n\n| system | version | status |\n|---|---|---|\n");
+    for system in &report.systems {
+        let _ = writeln!(
+            page,
+            "| {} | {} | {} |",
+            system.system,
+            if system.version.is_empty() { "-" } else { &system.version },
+            system.status.replace('\n', "<br>")
+        );
+    }
+
+    page.push_str("\n## Table II — data size and load time\n\n| system | stored size | load | indexes and statistics |\n|---|---|---|---|\n");
+    let _ = writeln!(page, "| JSON Lines input | {} | | |", megabytes(report.json_bytes as u64));
+    for system in &ran {
+        let step = |name: &str| {
+            system
+                .setup
+                .iter()
+                .filter(|s| s.name.starts_with(name) || (name == "indexes" && s.name.contains("index")))
+                .map(|s| s.seconds)
+                .sum::<f64>()
+        };
+        let _ = writeln!(
+            page,
+            "| {} | {} | {} | {} |",
+            system.system,
+            system.size_bytes.map_or("-".into(), megabytes),
+            seconds_text(step("load")),
+            seconds_text(step("indexes"))
+        );
+    }
+
+    let _ = write!(page, "\n## Table V — operations (median time)\n\n| operation | qualifying (median) |");
+    for system in &report.systems {
+        let _ = write!(page, " {} |", system.system);
+    }
+    let peers: Vec<&SystemOutcome> = ran.iter().copied().filter(|s| s.system != "cairn").collect();
+    let cairn = ran.iter().copied().find(|s| s.system == "cairn");
+    if cairn.is_some() {
+        for peer in &peers {
+            let _ = write!(page, " {} / cairn |", peer.system);
+        }
+    }
+    page.push_str("\n|---|---|");
+    let extra = report.systems.len() + if cairn.is_some() { peers.len() } else { 0 };
+    page.push_str(&"---|".repeat(extra));
+    page.push('\n');
+    for planned in report.plan.iter().filter(|p| !p.case.is_update()) {
+        let mut qualifying: Vec<i64> = planned
+            .runs
+            .iter()
+            .filter(|r| !r.warmup)
+            .filter_map(|r| r.parameters.qualifying)
+            .collect();
+        qualifying.sort_unstable();
+        let cells: Vec<Cell> = report
+            .systems
+            .iter()
+            .map(|s| Cell::of(case_of(s, &planned.label)))
+            .collect();
+        let qualifying_text = match qualifying.get(qualifying.len() / 2) {
+            Some(q) => q.to_string(),
+            // The answer's size is the count where the generator cannot know it in advance.
+            None => match cells.first() {
+                Some(Cell::Timed { rows, .. }) => format!("{rows} (answer rows)"),
+                _ => "-".into(),
+            },
+        };
+        let _ = write!(page, "| {} | {} |", planned.label, qualifying_text);
+        for cell in &cells {
+            let _ = write!(page, " {} |", cell.text(report.timeout_seconds));
+        }
+        if let Some(cairn) = cairn {
+            let base = Cell::of(case_of(cairn, &planned.label)).median();
+            for peer in &peers {
+                let ratio = match (Cell::of(case_of(peer, &planned.label)).median(), base) {
+                    (Some(p), Some(c)) if c > 0.0 => format!("{:.2}", p / c),
+                    _ => "-".into(),
+                };
+                let _ = write!(page, " {ratio} |");
+            }
+        }
+        page.push('\n');
+    }
+    page.push_str("\nA ratio above 1 means Cairn was faster.\n");
+
+    let updates: Vec<_> = report.plan.iter().filter(|p| p.case.is_update()).collect();
+    if !updates.is_empty() {
+        page.push_str("\n## Table VI — updates (median time per record)\n\n| operation |");
+        for system in &report.systems {
+            let _ = write!(page, " {} |", system.system);
+        }
+        page.push_str("\n|---|");
+        page.push_str(&"---|".repeat(report.systems.len()));
+        page.push('\n');
+        for planned in updates {
+            let batch = match planned.case.version {
+                crate::bigfun::workload::Version::Batch(k) => k as f64,
+                _ => 1.0,
+            };
+            let _ = write!(page, "| {} |", planned.label);
+            for system in &report.systems {
+                let cell = Cell::of(case_of(system, &planned.label));
+                let text = match cell.median() {
+                    Some(m) => seconds_text(m / batch),
+                    None => cell.text(report.timeout_seconds),
+                };
+                let _ = write!(page, " {text} |");
+            }
+            page.push('\n');
+        }
+        page.push_str("\nThe feed row (F) is measured by the feeds work, not by this driver yet.\n");
+    }
+
+    page.push_str("\n## Spread (measured runs)\n\n| operation | system | mean | median | min | max | answer rows (median) |\n|---|---|---|---|---|---|---|\n");
+    for planned in &report.plan {
+        for system in &ran {
+            if let Cell::Timed { median, mean, min, max, rows } = Cell::of(case_of(system, &planned.label)) {
+                let _ = writeln!(
+                    page,
+                    "| {} | {} | {} | {} | {} | {} | {rows} |",
+                    planned.label,
+                    system.system,
+                    seconds_text(mean),
+                    seconds_text(median),
+                    seconds_text(min),
+                    seconds_text(max)
+                );
+            }
+        }
+    }
+
+    page.push_str("\n## Answers compared across systems\n\n");
+    let found = mismatches(report);
+    if ran.len() < 2 {
+        page.push_str("Only one system ran, so there was nothing to compare.\n");
+    } else if found.is_empty() {
+        page.push_str("Every run's answer had the same canonical checksum on every system that answered it.\n");
+    } else {
+        let _ = writeln!(page, "{} run(s) disagree — a bug in someone's implementation until explained:\n", found.len());
+        for line in &found {
+            let _ = writeln!(page, "- {line}");
+        }
+    }
+    let errors: Vec<String> = report
+        .systems
+        .iter()
+        .flat_map(|s| {
+            s.cases.iter().filter_map(move |c| {
+                let error = c.runs.iter().find_map(|r| r.error.clone())?;
+                Some(format!("{} on {}: {}", c.label, s.system, error.lines().next().unwrap_or("")))
+            })
+        })
+        .collect();
+    if !errors.is_empty() {
+        page.push_str("\nErrors:\n\n");
+        for line in &errors {
+            let _ = writeln!(page, "- {line}");
+        }
+    }
+    if let Some(chart) = chart {
+        let _ = writeln!(page, "\n## Chart\n\n![median time per operation]({chart})");
+    }
+    page
+}
+
+/// Writes the raw JSON, the chart (when Python with matplotlib is at hand) and the page.
+pub fn write(report: &BigfunReport, results_dir: &Path, python: Option<&Path>) -> std::io::Result<()> {
+    let raw_name = format!("bigfun-{}.json", report.users);
+    let page_name = format!("bigfun-{}.md", report.users);
+    let chart_name = format!("bigfun-{}.png", report.users);
+    // The raw file first, so that the chart script can read it; the page is rewritten after.
+    write_report(results_dir, &raw_name, report, &page_name, |raw| markdown(report, raw, None))?;
+    let raw_path = results_dir.join("raw").join(&raw_name);
+    let chart = python.and_then(|python| {
+        let status = std::process::Command::new(python)
+            .arg("bench/peers/bigfun_chart.py")
+            .arg(&raw_path)
+            .arg(results_dir.join(&chart_name))
+            .status()
+            .ok()?;
+        status.success().then_some(chart_name.as_str())
+    });
+    std::fs::write(results_dir.join(&page_name), markdown(report, &raw_path, chart))?;
+    eprintln!("wrote {}", results_dir.join(&page_name).display());
+    Ok(())
+}
