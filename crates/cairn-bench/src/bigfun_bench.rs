@@ -298,9 +298,9 @@ async fn load_cairn(args: &BigfunBenchArgs, data: &Path) -> Result<(Database, Sy
         name: "load".into(),
         seconds: started.elapsed().as_secs_f64(),
     });
-    let (indexes, _) = workload::setup_text("cairn").expect("Cairn has setup files");
+    let setup_text = workload::setup_text("cairn").expect("Cairn has setup files");
     let started = Instant::now();
-    db.execute_script(indexes).await?;
+    db.execute_script(setup_text.indexes).await?;
     setup.push(SetupStep {
         name: "indexes".into(),
         seconds: started.elapsed().as_secs_f64(),
@@ -330,7 +330,9 @@ async fn run_cairn_cases(
     timeout_seconds: f64,
     outcome: &mut SystemOutcome,
 ) -> Result<(), Error> {
-    let (_, author_index) = workload::setup_text("cairn").expect("Cairn has setup files");
+    let author_index = workload::setup_text("cairn")
+        .expect("Cairn has setup files")
+        .author_index;
     let mut author_index_created = false;
     for planned in plan {
         if planned.case.with_author_index && !author_index_created {
@@ -386,13 +388,22 @@ async fn run_cairn_once(db: &Database, sql: &str, warmup: bool, timeout_seconds:
     outcome
 }
 
+/// `relative` (a path inside the repository) from the working directory when it is the
+/// repository's root, else from where this crate was built.
+pub(crate) fn repo_path(relative: &str) -> PathBuf {
+    if Path::new(relative).exists() {
+        return PathBuf::from(relative);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
+}
+
 /// The Python the peers run under: `--python`, or the virtualenv python-env.sh sets up.
 fn peer_python(args: &BigfunBenchArgs) -> Result<PathBuf, String> {
     if let Some(python) = &args.python {
         return Ok(python.clone());
     }
     let output = std::process::Command::new("bash")
-        .arg("bench/peers/python-env.sh")
+        .arg(repo_path("bench/peers/python-env.sh"))
         .output()
         .map_err(|e| format!("cannot run bench/peers/python-env.sh: {e}"))?;
     if !output.status.success() {
@@ -404,7 +415,7 @@ fn peer_python(args: &BigfunBenchArgs) -> Result<PathBuf, String> {
     Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
 }
 
-fn python_for_chart(args: &BigfunBenchArgs) -> Option<PathBuf> {
+pub(crate) fn python_for_chart(args: &BigfunBenchArgs) -> Option<PathBuf> {
     peer_python(args).ok()
 }
 
@@ -442,18 +453,16 @@ fn try_python_peer(
     let data_dir = absolute_data.to_string_lossy().to_string();
     let dir = args.work_dir.join(format!("bigfun-{system}-{}", args.users));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let load = std::fs::read_to_string(format!("bench/bigfun/queries/{system}/load.sql"))
-        .map_err(|e| format!("bench/bigfun/queries/{system}/load.sql: {e}"))?;
-    let load = workload::render(&load, &[("data_dir".to_string(), data_dir)].into())?;
-    let (indexes, author_index) =
-        workload::setup_text(system).ok_or_else(|| format!("{system} has no setup files"))?;
+    let setup = workload::setup_text(system).ok_or_else(|| format!("{system} has no setup files"))?;
+    let load = setup.load.ok_or_else(|| format!("{system} has no load.sql"))?;
+    let load = workload::render(load, &[("data_dir".to_string(), data_dir)].into())?;
 
     let mut cases = Vec::new();
     let mut author_index_created = false;
     for planned in plan {
         let before = (planned.case.with_author_index && !author_index_created).then(|| {
             author_index_created = true;
-            author_index
+            setup.author_index
         });
         let runs = planned
             .runs
@@ -472,7 +481,7 @@ fn try_python_peer(
         "timeout_seconds": args.timeout_seconds,
         "setup": [
             {"name": "load", "statements": load},
-            {"name": "indexes", "statements": indexes},
+            {"name": "indexes", "statements": setup.indexes},
         ],
         "cases": cases,
     });
@@ -484,7 +493,7 @@ fn try_python_peer(
     let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
     eprintln!("{system}: running the plan (log: {})", log_path.display());
     let status = std::process::Command::new(&python)
-        .arg("bench/peers/bigfun_peer.py")
+        .arg(repo_path("bench/peers/bigfun_peer.py"))
         .arg(&plan_path)
         .arg(&out_path)
         .stderr(log)

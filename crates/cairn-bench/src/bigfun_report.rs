@@ -324,7 +324,7 @@ pub fn write(report: &BigfunReport, results_dir: &Path, python: Option<&Path>) -
     let raw_path = results_dir.join("raw").join(&raw_name);
     let chart = python.and_then(|python| {
         let status = std::process::Command::new(python)
-            .arg("bench/peers/bigfun_chart.py")
+            .arg(crate::bigfun_bench::repo_path("bench/peers/bigfun_chart.py"))
             .arg(&raw_path)
             .arg(results_dir.join(&chart_name))
             .status()

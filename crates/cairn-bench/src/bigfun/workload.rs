@@ -33,19 +33,31 @@ const OPERATION_TEXTS: [OperationText; 18] = operation_texts!(
     "U1" => "U1.sql", "U2" => "U2.sql",
 );
 
-/// The statements that create each system's §4 indexes after loading, and the one that adds
-/// the GleambookMessages.author_id index before the "-IX" join runs.
-const SETUP_TEXTS: [(&str, &str, &str); QUERY_SYSTEMS.len()] = [
-    (
-        "cairn",
-        include_str!("../../../../bench/bigfun/queries/cairn/indexes.sql"),
-        include_str!("../../../../bench/bigfun/queries/cairn/index-author.sql"),
-    ),
-    (
-        "duckdb",
-        include_str!("../../../../bench/bigfun/queries/duckdb/indexes.sql"),
-        include_str!("../../../../bench/bigfun/queries/duckdb/index-author.sql"),
-    ),
+/// What a system runs before the cases: loading (for peers; Cairn's declarations are in
+/// bench/bigfun/ddl.sql), its §4 indexes and statistics, and the GleambookMessages.author_id
+/// index created before the "-IX" join runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SetupText {
+    pub system: &'static str,
+    /// Filled with `{{data_dir}}`, the generated JSON Lines' directory.
+    pub load: Option<&'static str>,
+    pub indexes: &'static str,
+    pub author_index: &'static str,
+}
+
+const SETUP_TEXTS: [SetupText; QUERY_SYSTEMS.len()] = [
+    SetupText {
+        system: "cairn",
+        load: None,
+        indexes: include_str!("../../../../bench/bigfun/queries/cairn/indexes.sql"),
+        author_index: include_str!("../../../../bench/bigfun/queries/cairn/index-author.sql"),
+    },
+    SetupText {
+        system: "duckdb",
+        load: Some(include_str!("../../../../bench/bigfun/queries/duckdb/load.sql")),
+        indexes: include_str!("../../../../bench/bigfun/queries/duckdb/indexes.sql"),
+        author_index: include_str!("../../../../bench/bigfun/queries/duckdb/index-author.sql"),
+    },
 ];
 
 /// The size class of a selective operation (BIGFUN.md §3), or the batch size of an update.
@@ -169,12 +181,9 @@ pub fn query_text(system: &str, operation: &str) -> Option<&'static str> {
         .map(|o| o.texts[column])
 }
 
-/// `(statements creating the §4 indexes, statement creating the author_id index)` for `system`.
-pub fn setup_text(system: &str) -> Option<(&'static str, &'static str)> {
-    SETUP_TEXTS
-        .iter()
-        .find(|(s, _, _)| *s == system)
-        .map(|(_, indexes, author)| (*indexes, *author))
+/// The setup statements of `system`, if it has query files.
+pub fn setup_text(system: &str) -> Option<SetupText> {
+    SETUP_TEXTS.iter().find(|s| s.system == system).copied()
 }
 
 /// Fills the `{{name}}` placeholders of `template`. Every placeholder must have a value, and
