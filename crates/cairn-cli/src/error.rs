@@ -27,6 +27,9 @@ pub enum CliError {
     /// The async runtime the engine runs on could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    /// A benchmark could not run (bad arguments, data that could not be generated or loaded).
+    #[error("benchmark failed: {0}")]
+    Bench(String),
 }
 
 impl CliError {
@@ -39,6 +42,7 @@ impl CliError {
             CliError::Render(_) => "CAIRN-X002",
             CliError::Output(_) => "CAIRN-X003",
             CliError::Runtime(_) => "CAIRN-X004",
+            CliError::Bench(_) => "CAIRN-X005",
         }
     }
 

@@ -1,8 +1,9 @@
 //! `cairn`, the command-line client of a Cairn database directory: parses the arguments, opens
 //! the database and hands over to the `sql`, `shell` or `load` command (or, without a
-//! database, to `gen`); errors are printed as
+//! database, to `gen` and `bench`); errors are printed as
 //! `error [CODE]: message` with exit status 1 (usage errors exit with 2, from clap).
 
+mod bench;
 mod error;
 mod generate;
 mod json;
@@ -29,7 +30,8 @@ use std::process::ExitCode;
         cairn --data ./db load Users users.json\n  \
         cairn --data ./db sql --format json \"SELECT * FROM Users\"\n  \
         cairn --data ./db shell\n  \
-        cairn gen bigfun --users 10000 --out ./bigfun-data"
+        cairn gen bigfun --users 10000 --out ./bigfun-data\n  \
+        cairn bench bigfun --users 100000 --systems cairn,duckdb"
 )]
 struct Cli {
     /// The database directory (created if missing). Only one process may open it at a time.
@@ -67,6 +69,10 @@ enum Command {
     /// Generate benchmark data into a directory (does not open the database).
     #[command(subcommand)]
     Gen(generate::GenerateCommand),
+    /// Run a benchmark over generated data (does not open --data; it keeps its own databases
+    /// under --work-dir).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -99,5 +105,6 @@ fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             load::run(&open()?, args, load_bytes).map(|()| ExitCode::SUCCESS)
         }
         Command::Gen(command) => generate::run(command).map(|()| ExitCode::SUCCESS),
+        Command::Bench(command) => bench::run(&runtime()?, command).map(|()| ExitCode::SUCCESS),
     }
 }
