@@ -11,6 +11,8 @@ Usage: python bigfun_peer.py PLAN.json OUT.json
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -57,7 +59,46 @@ class DuckDbPeer:
         self.con.close()
 
 
-PEERS = {"duckdb": DuckDbPeer}
+class PostgresPeer:
+    """A scratch server started by postgres/server.sh in a fresh data directory, reached over
+    TCP on 127.0.0.1 with psycopg (autocommit: every statement is its own transaction)."""
+
+    def __init__(self, plan):
+        import psycopg
+
+        self.psycopg = psycopg
+        self.data_dir = plan["database"]
+        self.port = int(plan.get("port", 15432))
+        self.server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres", "server.sh")
+        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        started = subprocess.run(
+            ["bash", self.server, "start", self.data_dir, str(self.port)],
+            check=True, stdout=subprocess.PIPE, text=True,
+        )
+        self.version = started.stdout.strip().splitlines()[-1].replace("postgres (PostgreSQL)", "PostgreSQL")
+        self.con = psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True
+        )
+        self.con.execute(f"SET max_parallel_workers_per_gather = {int(plan.get('threads', 2))}")
+
+    def execute(self, sql: str, timeout: float):
+        self.con.execute(f"SET statement_timeout = {int(timeout * 1000)}")
+        cursor = self.con.execute(sql)
+        return cursor.fetchall() if cursor.description else []
+
+    def is_timeout(self, error: Exception) -> bool:
+        return isinstance(error, self.psycopg.errors.QueryCanceled)
+
+    def size_bytes(self) -> int:
+        return int(self.con.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+
+    def close(self) -> None:
+        self.con.close()
+        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
+
+
+PEERS = {"duckdb": DuckDbPeer, "postgres": PostgresPeer}
 
 
 def main() -> None:
@@ -68,36 +109,38 @@ def main() -> None:
     timeout = float(plan["timeout_seconds"])
     report = {"system": plan["system"], "version": peer.version, "setup": [], "cases": []}
 
-    for step in plan["setup"]:
-        log(f"{plan['system']}: {step['name']}")
-        started = time.perf_counter()
-        peer.execute(step["statements"], float(step.get("timeout_seconds", 24 * 3600)))
-        report["setup"].append({"name": step["name"], "seconds": time.perf_counter() - started})
-    report["size_bytes"] = peer.size_bytes()
-
-    for case in plan["cases"]:
-        if case.get("before"):
-            peer.execute(case["before"], 24 * 3600)
-        runs = []
-        for run in case["runs"]:
-            outcome = {"warmup": run["warmup"]}
+    try:
+        for step in plan["setup"]:
+            log(f"{plan['system']}: {step['name']}")
             started = time.perf_counter()
-            try:
-                rows = peer.execute(run["sql"], timeout)
-                outcome["seconds"] = time.perf_counter() - started
-                outcome["rows"] = len(rows)
-                outcome["checksum"] = checksum([canonical_row(r) for r in rows])
-            except Exception as error:  # reported per run; the plan goes on
-                outcome["seconds"] = time.perf_counter() - started
-                if peer.is_timeout(error):
-                    outcome["timed_out"] = True
-                else:
-                    outcome["error"] = f"{type(error).__name__}: {error}"[:2000]
-            runs.append(outcome)
-        log(f"{plan['system']}: {case['label']} done")
-        report["cases"].append({"label": case["label"], "runs": runs})
+            peer.execute(step["statements"], float(step.get("timeout_seconds", 24 * 3600)))
+            report["setup"].append({"name": step["name"], "seconds": time.perf_counter() - started})
+        report["size_bytes"] = peer.size_bytes()
 
-    peer.close()
+        for case in plan["cases"]:
+            if case.get("before"):
+                peer.execute(case["before"], 24 * 3600)
+            runs = []
+            for run in case["runs"]:
+                outcome = {"warmup": run["warmup"]}
+                started = time.perf_counter()
+                try:
+                    rows = peer.execute(run["sql"], timeout)
+                    outcome["seconds"] = time.perf_counter() - started
+                    outcome["rows"] = len(rows)
+                    outcome["checksum"] = checksum([canonical_row(r) for r in rows])
+                except Exception as error:  # reported per run; the plan goes on
+                    outcome["seconds"] = time.perf_counter() - started
+                    if peer.is_timeout(error):
+                        outcome["timed_out"] = True
+                    else:
+                        outcome["error"] = f"{type(error).__name__}: {error}"[:2000]
+                runs.append(outcome)
+            log(f"{plan['system']}: {case['label']} done")
+            report["cases"].append({"label": case["label"], "runs": runs})
+    finally:
+        peer.close()
+
     with open(out_path, "w") as f:
         json.dump(report, f)
 

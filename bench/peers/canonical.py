@@ -30,7 +30,7 @@ def canonical_value(value) -> str:
     if isinstance(value, (list, tuple)):
         if not value:
             return "~"
-        return "[" + ",".join(canonical_value(v) for v in value) + "]"
+        return "[" + ",".join(sorted(canonical_value(v) for v in value)) + "]"
     if isinstance(value, dict):
         members = sorted((k, v) for k, v in value.items() if not _absent(v))
         return "{" + ",".join(f"{k}={canonical_value(v)}" for k, v in members) + "}"

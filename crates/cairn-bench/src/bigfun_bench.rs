@@ -212,7 +212,9 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
         .work_dir
         .join(format!("bigfun-{}-seed{}", args.users, args.seed));
     let manifest = data.join("bigfun.json");
-    if !manifest.exists() {
+    // The normalized systems load the CSV tables, which a JSON-only instance lacks.
+    let needs_normalized = args.systems.iter().any(|s| s == "postgres");
+    if !manifest.exists() || (needs_normalized && !data.join("normalized").exists()) {
         eprintln!("generating BigFUN data into {}", data.display());
         let options = GenerateOptions::new(args.users, args.seed);
         generate_to_dir(&options, &data, &|_| {})?;
@@ -251,7 +253,7 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
                 run_cairn_cases(&db, &plan, args.timeout_seconds, &mut cairn).await?;
                 cairn.clone()
             }
-            "duckdb" => run_python_peer(args, system, &data, &plan),
+            "duckdb" | "postgres" => run_python_peer(args, system, &data, &plan),
             "cairn-http" => SystemOutcome::unavailable(
                 system,
                 "not available yet: Cairn's HTTP API (`cairn serve`) is not built".into(),
@@ -473,6 +475,7 @@ fn try_python_peer(
             .collect::<Result<Vec<_>, String>>()?;
         cases.push(serde_json::json!({"label": planned.label, "before": before, "runs": runs}));
     }
+    // DuckDB's database file, or PostgreSQL's data directory.
     let database = std::path::absolute(dir.join(format!("{system}.db"))).map_err(|e| e.to_string())?;
     let plan_json = serde_json::json!({
         "system": system,

@@ -10,7 +10,9 @@
 //!   `5`, `5.0` and an average that differs in its last bits compare equal;
 //! - a string is `s<bytes>:<text>`; dates and datetimes are ISO 8601 strings
 //!   (`2010-01-01T00:00:00`);
-//! - a list is `[a,b,...]` in its own order;
+//! - a list is `[a,b,...]` with its elements' canonical texts sorted: lists are compared as
+//!   multisets, because the normalized systems store friend ids and employments as rows
+//!   without an ordinal and cannot give back the nested order;
 //! - an object is `{k=v,...}` with keys sorted and null members left out (a missing field and
 //!   a null one are the same answer; Cairn's `$extra` column of open types is null when empty);
 //! - a row is its columns' values joined by `|` (column names are not compared);
@@ -34,13 +36,17 @@ pub fn canonical_value(value: &Value, out: &mut String) {
         }
         Value::Array(items) if items.is_empty() => out.push('~'),
         Value::Array(items) => {
+            let mut texts: Vec<String> = items
+                .iter()
+                .map(|item| {
+                    let mut text = String::new();
+                    canonical_value(item, &mut text);
+                    text
+                })
+                .collect();
+            texts.sort_unstable();
             out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical_value(item, out);
-            }
+            out.push_str(&texts.join(","));
             out.push(']');
         }
         Value::Object(members) => {
@@ -166,7 +172,8 @@ mod tests {
         assert_eq!(text(cairn.clone()), text(asterix));
         assert_eq!(text(cairn), "{organization_name=s4:Zoom,start_date=s10:2001-01-01}");
         assert_eq!(text(json!([])), text(Value::Null));
-        assert_eq!(text(json!(["a|b", "é"])), "[s3:a|b,s2:é]");
+        assert_eq!(text(json!(["é", "a|b"])), "[s2:é,s3:a|b]");
+        assert_eq!(text(json!([2, 1])), text(json!([1, 2])));
     }
 
     #[test]

@@ -84,18 +84,13 @@ impl<'a> ParameterGenerator<'a> {
                 set("hi", (lo + width).to_string());
                 Some(width.min(users - lo + 1))
             }
-            "Q3" | "Q4" | "Q5" => {
-                let (lo, hi, count) = self
-                    .window("GleambookUsers", "user_since", case.version, users)
-                    .await?;
-                set("lo", lo);
-                set("hi", hi);
-                Some(count)
-            }
-            "Q6" | "Q7" | "Q8" => {
-                let (lo, hi, count) = self
-                    .window("ChirpMessages", "send_time", case.version, chirps)
-                    .await?;
+            "Q3" | "Q4" | "Q5" | "Q6" | "Q7" | "Q8" => {
+                let (dataset, field, population) = if matches!(case.operation, "Q3" | "Q4" | "Q5") {
+                    ("GleambookUsers", "user_since", users)
+                } else {
+                    ("ChirpMessages", "send_time", chirps)
+                };
+                let (lo, hi, count) = self.window(dataset, field, case.version, population).await?;
                 set("lo", lo);
                 set("hi", hi);
                 Some(count)

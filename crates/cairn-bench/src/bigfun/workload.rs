@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 /// The systems whose query files are compiled in, with their directory names.
-pub const QUERY_SYSTEMS: [&str; 2] = ["cairn", "duckdb"];
+pub const QUERY_SYSTEMS: [&str; 3] = ["cairn", "duckdb", "postgres"];
 
 /// One operation's query file per system, in `QUERY_SYSTEMS` order.
 struct OperationText {
@@ -20,6 +20,7 @@ macro_rules! operation_texts {
             texts: [
                 include_str!(concat!("../../../../bench/bigfun/queries/cairn/", $file)),
                 include_str!(concat!("../../../../bench/bigfun/queries/duckdb/", $file)),
+                include_str!(concat!("../../../../bench/bigfun/queries/postgres/", $file)),
             ],
         }),*]
     };
@@ -57,6 +58,12 @@ const SETUP_TEXTS: [SetupText; QUERY_SYSTEMS.len()] = [
         load: Some(include_str!("../../../../bench/bigfun/queries/duckdb/load.sql")),
         indexes: include_str!("../../../../bench/bigfun/queries/duckdb/indexes.sql"),
         author_index: include_str!("../../../../bench/bigfun/queries/duckdb/index-author.sql"),
+    },
+    SetupText {
+        system: "postgres",
+        load: Some(include_str!("../../../../bench/bigfun/queries/postgres/load.sql")),
+        indexes: include_str!("../../../../bench/bigfun/queries/postgres/indexes.sql"),
+        author_index: include_str!("../../../../bench/bigfun/queries/postgres/index-author.sql"),
     },
 ];
 
