@@ -16,7 +16,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Every system the driver knows, in report column order.
-pub const SYSTEMS: [&str; 6] = ["cairn", "cairn-http", "asterixdb", "postgres", "duckdb", "spark"];
+pub const SYSTEMS: [&str; 6] = [
+    "cairn",
+    "cairn-http",
+    "asterixdb",
+    "postgres",
+    "duckdb",
+    "spark",
+];
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BigfunBenchArgs {
@@ -26,7 +33,11 @@ pub struct BigfunBenchArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Systems to run, comma separated (of: cairn, cairn-http, asterixdb, postgres, duckdb, spark).
-    #[arg(long, value_delimiter = ',', default_value = "cairn,cairn-http,asterixdb,postgres,duckdb")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cairn,cairn-http,asterixdb,postgres,duckdb"
+    )]
     pub systems: Vec<String>,
     /// Measured runs per case, each with fresh parameters.
     #[arg(long, default_value_t = 5)]
@@ -142,8 +153,12 @@ fn validate(args: &BigfunBenchArgs) -> Result<(), Error> {
     if args.runs < 1 {
         return Err("--runs must be at least 1".into());
     }
-    if !(args.timeout_seconds > 0.0) {
-        return Err(format!("--timeout-seconds must be positive (got {})", args.timeout_seconds).into());
+    if args.timeout_seconds.is_nan() || args.timeout_seconds <= 0.0 {
+        return Err(format!(
+            "--timeout-seconds must be positive (got {})",
+            args.timeout_seconds
+        )
+        .into());
     }
     if args.systems.is_empty() {
         return Err("--systems names no system".into());
@@ -280,12 +295,21 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
         plan,
         systems,
     };
-    bigfun_report::write(&report, &args.results_dir, python_for_chart(args).as_deref())?;
+    bigfun_report::write(
+        &report,
+        &args.results_dir,
+        python_for_chart(args).as_deref(),
+    )?;
     Ok(())
 }
 
-async fn load_cairn(args: &BigfunBenchArgs, data: &Path) -> Result<(Database, SystemOutcome), Error> {
-    let db_dir = args.work_dir.join(format!("bigfun-cairn-db-{}", args.users));
+async fn load_cairn(
+    args: &BigfunBenchArgs,
+    data: &Path,
+) -> Result<(Database, SystemOutcome), Error> {
+    let db_dir = args
+        .work_dir
+        .join(format!("bigfun-cairn-db-{}", args.users));
     let _ = std::fs::remove_dir_all(&db_dir);
     let db = Database::open(&db_dir, StorageOptions::default())?;
     db.execute_script(crate::bigfun::schema::DDL).await?;
@@ -360,7 +384,12 @@ async fn run_cairn_cases(
     Ok(())
 }
 
-async fn run_cairn_once(db: &Database, sql: &str, warmup: bool, timeout_seconds: f64) -> RunOutcome {
+async fn run_cairn_once(
+    db: &Database,
+    sql: &str,
+    warmup: bool,
+    timeout_seconds: f64,
+) -> RunOutcome {
     let mut outcome = RunOutcome {
         warmup,
         ..RunOutcome::default()
@@ -381,7 +410,9 @@ async fn run_cairn_once(db: &Database, sql: &str, warmup: bool, timeout_seconds:
                     outcome.rows = Some(rows.len());
                     outcome.checksum = Some(canonical::checksum(rows));
                 }
-                Err(error) => outcome.error = Some(format!("cannot canonicalize the answer: {error}")),
+                Err(error) => {
+                    outcome.error = Some(format!("cannot canonicalize the answer: {error}"))
+                }
             },
             Some(StatementOutcome::Changed { count, .. }) => outcome.rows = Some(count as usize),
             _ => outcome.rows = Some(0),
@@ -396,7 +427,9 @@ pub(crate) fn repo_path(relative: &str) -> PathBuf {
     if Path::new(relative).exists() {
         return PathBuf::from(relative);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
 }
 
 /// The Python the peers run under: `--python`, or the virtualenv python-env.sh sets up.
@@ -414,7 +447,9 @@ fn peer_python(args: &BigfunBenchArgs) -> Result<PathBuf, String> {
             tail(&String::from_utf8_lossy(&output.stderr))
         ));
     }
-    Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
 }
 
 pub(crate) fn python_for_chart(args: &BigfunBenchArgs) -> Option<PathBuf> {
@@ -437,7 +472,12 @@ struct PeerReport {
 
 /// Runs the plan on a peer driven by bench/peers/bigfun_peer.py. A peer that cannot be set up
 /// or fails part-way is reported as failed with its log's tail; the run goes on.
-fn run_python_peer(args: &BigfunBenchArgs, system: &str, data: &Path, plan: &[PlannedCase]) -> SystemOutcome {
+fn run_python_peer(
+    args: &BigfunBenchArgs,
+    system: &str,
+    data: &Path,
+    plan: &[PlannedCase],
+) -> SystemOutcome {
     match try_python_peer(args, system, data, plan) {
         Ok(outcome) => outcome,
         Err(reason) => SystemOutcome::unavailable(system, format!("failed: {reason}")),
@@ -451,12 +491,18 @@ fn try_python_peer(
     plan: &[PlannedCase],
 ) -> Result<SystemOutcome, String> {
     let python = peer_python(args)?;
-    let absolute_data = std::fs::canonicalize(data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let absolute_data =
+        std::fs::canonicalize(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let data_dir = absolute_data.to_string_lossy().to_string();
-    let dir = args.work_dir.join(format!("bigfun-{system}-{}", args.users));
+    let dir = args
+        .work_dir
+        .join(format!("bigfun-{system}-{}", args.users));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let setup = workload::setup_text(system).ok_or_else(|| format!("{system} has no setup files"))?;
-    let load = setup.load.ok_or_else(|| format!("{system} has no load.sql"))?;
+    let setup =
+        workload::setup_text(system).ok_or_else(|| format!("{system} has no setup files"))?;
+    let load = setup
+        .load
+        .ok_or_else(|| format!("{system} has no load.sql"))?;
     let load = workload::render(load, &[("data_dir".to_string(), data_dir)].into())?;
 
     let mut cases = Vec::new();
@@ -476,7 +522,8 @@ fn try_python_peer(
         cases.push(serde_json::json!({"label": planned.label, "before": before, "runs": runs}));
     }
     // DuckDB's database file, or PostgreSQL's data directory.
-    let database = std::path::absolute(dir.join(format!("{system}.db"))).map_err(|e| e.to_string())?;
+    let database =
+        std::path::absolute(dir.join(format!("{system}.db"))).map_err(|e| e.to_string())?;
     let plan_json = serde_json::json!({
         "system": system,
         "database": database,
@@ -504,7 +551,10 @@ fn try_python_peer(
         .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
     let log_text = std::fs::read_to_string(&log_path).unwrap_or_default();
     if !status.success() {
-        return Err(format!("the peer exited with {status}; log tail:\n{}", tail(&log_text)));
+        return Err(format!(
+            "the peer exited with {status}; log tail:\n{}",
+            tail(&log_text)
+        ));
     }
     let report: PeerReport = serde_json::from_str(
         &std::fs::read_to_string(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?,

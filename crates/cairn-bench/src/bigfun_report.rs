@@ -130,7 +130,11 @@ fn megabytes(bytes: u64) -> String {
 
 fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
     let mut page = String::new();
-    let ran: Vec<&SystemOutcome> = report.systems.iter().filter(|s| s.status == "ran").collect();
+    let ran: Vec<&SystemOutcome> = report
+        .systems
+        .iter()
+        .filter(|s| s.status == "ran")
+        .collect();
     let _ = writeln!(
         page,
         "# BigFUN at {} users\n\n{} Gleambook users, {} Gleambook messages, {} chirps ({}) generated with seed {}. \
@@ -154,19 +158,29 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
             page,
             "| {} | {} | {} |",
             system.system,
-            if system.version.is_empty() { "-" } else { &system.version },
+            if system.version.is_empty() {
+                "-"
+            } else {
+                &system.version
+            },
             system.status.replace('\n', "<br>")
         );
     }
 
     page.push_str("\n## Table II — data size and load time\n\n| system | stored size | load | indexes and statistics |\n|---|---|---|---|\n");
-    let _ = writeln!(page, "| JSON Lines input | {} | | |", megabytes(report.json_bytes as u64));
+    let _ = writeln!(
+        page,
+        "| JSON Lines input | {} | | |",
+        megabytes(report.json_bytes as u64)
+    );
     for system in &ran {
         let step = |name: &str| {
             system
                 .setup
                 .iter()
-                .filter(|s| s.name.starts_with(name) || (name == "indexes" && s.name.contains("index")))
+                .filter(|s| {
+                    s.name.starts_with(name) || (name == "indexes" && s.name.contains("index"))
+                })
                 .map(|s| s.seconds)
                 .sum::<f64>()
         };
@@ -180,11 +194,18 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
         );
     }
 
-    let _ = write!(page, "\n## Table V — operations (median time)\n\n| operation | qualifying (median) |");
+    let _ = write!(
+        page,
+        "\n## Table V — operations (median time)\n\n| operation | qualifying (median) |"
+    );
     for system in &report.systems {
         let _ = write!(page, " {} |", system.system);
     }
-    let peers: Vec<&SystemOutcome> = ran.iter().copied().filter(|s| s.system != "cairn").collect();
+    let peers: Vec<&SystemOutcome> = ran
+        .iter()
+        .copied()
+        .filter(|s| s.system != "cairn")
+        .collect();
     let cairn = ran.iter().copied().find(|s| s.system == "cairn");
     if cairn.is_some() {
         for peer in &peers {
@@ -259,13 +280,22 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
             }
             page.push('\n');
         }
-        page.push_str("\nThe feed row (F) is measured by the feeds work, not by this driver yet.\n");
+        page.push_str(
+            "\nThe feed row (F) is measured by the feeds work, not by this driver yet.\n",
+        );
     }
 
     page.push_str("\n## Spread (measured runs)\n\n| operation | system | mean | median | min | max | answer rows (median) |\n|---|---|---|---|---|---|---|\n");
     for planned in &report.plan {
         for system in &ran {
-            if let Cell::Timed { median, mean, min, max, rows } = Cell::of(case_of(system, &planned.label)) {
+            if let Cell::Timed {
+                median,
+                mean,
+                min,
+                max,
+                rows,
+            } = Cell::of(case_of(system, &planned.label))
+            {
                 let _ = writeln!(
                     page,
                     "| {} | {} | {} | {} | {} | {} | {rows} |",
@@ -287,7 +317,11 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
     } else if found.is_empty() {
         page.push_str("Every run's answer had the same canonical checksum on every system that answered it.\n");
     } else {
-        let _ = writeln!(page, "{} run(s) disagree — a bug in someone's implementation until explained:\n", found.len());
+        let _ = writeln!(
+            page,
+            "{} run(s) disagree — a bug in someone's implementation until explained:\n",
+            found.len()
+        );
         for line in &found {
             let _ = writeln!(page, "- {line}");
         }
@@ -298,7 +332,12 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
         .flat_map(|s| {
             s.cases.iter().filter_map(move |c| {
                 let error = c.runs.iter().find_map(|r| r.error.clone())?;
-                Some(format!("{} on {}: {}", c.label, s.system, error.lines().next().unwrap_or("")))
+                Some(format!(
+                    "{} on {}: {}",
+                    c.label,
+                    s.system,
+                    error.lines().next().unwrap_or("")
+                ))
             })
         })
         .collect();
@@ -315,23 +354,34 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
 }
 
 /// Writes the raw JSON, the chart (when Python with matplotlib is at hand) and the page.
-pub fn write(report: &BigfunReport, results_dir: &Path, python: Option<&Path>) -> std::io::Result<()> {
+pub fn write(
+    report: &BigfunReport,
+    results_dir: &Path,
+    python: Option<&Path>,
+) -> std::io::Result<()> {
     let raw_name = format!("bigfun-{}.json", report.users);
     let page_name = format!("bigfun-{}.md", report.users);
     let chart_name = format!("bigfun-{}.png", report.users);
     // The raw file first, so that the chart script can read it; the page is rewritten after.
-    write_report(results_dir, &raw_name, report, &page_name, |raw| markdown(report, raw, None))?;
+    write_report(results_dir, &raw_name, report, &page_name, |raw| {
+        markdown(report, raw, None)
+    })?;
     let raw_path = results_dir.join("raw").join(&raw_name);
     let chart = python.and_then(|python| {
         let status = std::process::Command::new(python)
-            .arg(crate::bigfun_bench::repo_path("bench/peers/bigfun_chart.py"))
+            .arg(crate::bigfun_bench::repo_path(
+                "bench/peers/bigfun_chart.py",
+            ))
             .arg(&raw_path)
             .arg(results_dir.join(&chart_name))
             .status()
             .ok()?;
         status.success().then_some(chart_name.as_str())
     });
-    std::fs::write(results_dir.join(&page_name), markdown(report, &raw_path, chart))?;
+    std::fs::write(
+        results_dir.join(&page_name),
+        markdown(report, &raw_path, chart),
+    )?;
     eprintln!("wrote {}", results_dir.join(&page_name).display());
     Ok(())
 }

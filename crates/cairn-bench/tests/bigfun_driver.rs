@@ -9,9 +9,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn python() -> PathBuf {
-    std::env::var_os("CAIRN_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/cairn-venv/bin/python")
-    })
+    std::env::var_os("CAIRN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/cairn-venv/bin/python")
+        })
 }
 
 fn peers_dir() -> PathBuf {
@@ -21,7 +24,11 @@ fn peers_dir() -> PathBuf {
 #[test]
 fn canonical_forms_agree_between_rust_and_python() {
     let rows: Vec<Vec<Value>> = vec![
-        vec![json!(1), json!("Jesse Winthrop"), json!("2014-01-19T04:40:18")],
+        vec![
+            json!(1),
+            json!("Jesse Winthrop"),
+            json!("2014-01-19T04:40:18"),
+        ],
         vec![json!(87.123_456_789_123), json!(null), json!([])],
         vec![json!(-0.000_012_5), json!(true), json!("ünïcode | pipe")],
         vec![
@@ -55,12 +62,19 @@ fn canonical_forms_agree_between_rust_and_python() {
         .write_all(serde_json::to_string(&rows).unwrap().as_bytes())
         .unwrap();
     let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let python: Value = serde_json::from_slice(&output.stdout).unwrap();
     let python_rows: Vec<String> = serde_json::from_value(python["rows"].clone()).unwrap();
     assert_eq!(python_rows, rust_rows);
     assert_eq!(python["checksum"], json!(rust_checksum));
-    assert_eq!(python["datetime"], json!(canonical_row(&[json!("2014-01-19T04:40:18")])));
+    assert_eq!(
+        python["datetime"],
+        json!(canonical_row(&[json!("2014-01-19T04:40:18")]))
+    );
     assert_eq!(python["date"], json!(canonical_row(&[json!("2001-01-01")])));
 }
 
@@ -82,13 +96,25 @@ async fn every_case_runs_on_cairn_and_duckdb_with_the_same_answers() {
     };
     bigfun_bench::run(&args).await.unwrap();
 
-    let raw: Value =
-        serde_json::from_str(&std::fs::read_to_string(results.join("raw/bigfun-400.json")).unwrap()).unwrap();
+    let raw: Value = serde_json::from_str(
+        &std::fs::read_to_string(results.join("raw/bigfun-400.json")).unwrap(),
+    )
+    .unwrap();
     let systems = raw["systems"].as_array().unwrap();
     let system = |name: &str| systems.iter().find(|s| s["system"] == name).unwrap();
     assert_eq!(system("cairn")["status"], "ran");
-    assert_eq!(system("duckdb")["status"], "ran", "{}", system("duckdb")["status"]);
-    assert!(system("cairn-http")["status"].as_str().unwrap().starts_with("not available"));
+    assert_eq!(
+        system("duckdb")["status"],
+        "ran",
+        "{}",
+        system("duckdb")["status"]
+    );
+    assert!(
+        system("cairn-http")["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("not available")
+    );
     let plan = raw["plan"].as_array().unwrap();
     assert_eq!(plan.len(), 62);
     for name in ["cairn", "duckdb"] {
@@ -96,7 +122,11 @@ async fn every_case_runs_on_cairn_and_duckdb_with_the_same_answers() {
         assert_eq!(cases.len(), plan.len(), "{name} ran every case");
         for case in cases {
             for run in case["runs"].as_array().unwrap() {
-                assert!(run["error"].is_null() && run["timed_out"] == false, "{name} {}: {run}", case["label"]);
+                assert!(
+                    run["error"].is_null() && run["timed_out"] == false,
+                    "{name} {}: {run}",
+                    case["label"]
+                );
                 assert!(run["rows"].is_u64(), "{name} {}: {run}", case["label"]);
             }
         }
@@ -104,13 +134,19 @@ async fn every_case_runs_on_cairn_and_duckdb_with_the_same_answers() {
     // U1 inserted and U2 deleted every record they were given, on both systems.
     let cairn_cases = system("cairn")["cases"].as_array().unwrap();
     let rows_of = |label: &str| {
-        cairn_cases.iter().find(|c| c["label"] == label).unwrap()["runs"][0]["rows"].as_u64().unwrap()
+        cairn_cases.iter().find(|c| c["label"] == label).unwrap()["runs"][0]["rows"]
+            .as_u64()
+            .unwrap()
     };
     assert_eq!(rows_of("U1 k=20"), 20);
     assert_eq!(rows_of("U2 k=20"), 20);
     assert_eq!(rows_of("Q1"), 1);
     assert_eq!(rows_of("Q2-S"), 100);
-    assert_eq!(rows_of("Q3-S"), 100, "the calibrated window holds exactly the target");
+    assert_eq!(
+        rows_of("Q3-S"),
+        100,
+        "the calibrated window holds exactly the target"
+    );
 
     let page = std::fs::read_to_string(results.join("bigfun-400.md")).unwrap();
     assert!(page.contains("## Table V"), "{page}");
@@ -135,13 +171,25 @@ async fn bad_arguments_are_refused_with_the_offending_value() {
         work_dir: dir.path().join("work"),
         results_dir: dir.path().join("results"),
     };
-    let error = bigfun_bench::run(&args(0, &["cairn"])).await.unwrap_err().to_string();
+    let error = bigfun_bench::run(&args(0, &["cairn"]))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("--users") && error.contains('0'), "{error}");
-    let error = bigfun_bench::run(&args(10, &["mongodb"])).await.unwrap_err().to_string();
-    assert!(error.contains("`mongodb`") && error.contains("duckdb"), "{error}");
+    let error = bigfun_bench::run(&args(10, &["mongodb"]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`mongodb`") && error.contains("duckdb"),
+        "{error}"
+    );
     let mut unwritable = args(10, &["cairn"]);
     std::fs::write(dir.path().join("file"), b"").unwrap();
     unwritable.work_dir = dir.path().join("file/below-a-file");
-    let error = bigfun_bench::run(&unwritable).await.unwrap_err().to_string();
+    let error = bigfun_bench::run(&unwritable)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("below-a-file"), "{error}");
 }

@@ -170,7 +170,10 @@ mod tests {
         let cairn = json!({"start_date": "2001-01-01", "organization_name": "Zoom", "end_date": null, "$extra": null});
         let asterix = json!({"organization_name": "Zoom", "start_date": "2001-01-01"});
         assert_eq!(text(cairn.clone()), text(asterix));
-        assert_eq!(text(cairn), "{organization_name=s4:Zoom,start_date=s10:2001-01-01}");
+        assert_eq!(
+            text(cairn),
+            "{organization_name=s4:Zoom,start_date=s10:2001-01-01}"
+        );
         assert_eq!(text(json!([])), text(Value::Null));
         assert_eq!(text(json!(["é", "a|b"])), "[s2:é,s3:a|b]");
         assert_eq!(text(json!([2, 1])), text(json!([1, 2])));

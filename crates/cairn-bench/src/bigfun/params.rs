@@ -8,9 +8,11 @@
 //! radii of Q9 and Q16 follow from the uniform density of locations; their achieved counts are
 //! the answers' sizes. Every system then answers the same parameter sets.
 
-use super::records::{DATETIME_HI, DATETIME_LO, LATITUDE, LONGITUDE, Scale, Sink, format_datetime, write_user};
-use super::workload::{Case, Version};
 use super::SplitMix;
+use super::records::{
+    DATETIME_HI, DATETIME_LO, LATITUDE, LONGITUDE, Scale, Sink, format_datetime, write_user,
+};
+use super::workload::{Case, Version};
 use cairn_engine::Database;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -55,7 +57,7 @@ impl<'a> ParameterGenerator<'a> {
     pub fn new(db: &'a Database, population: Population, seed: u64) -> Self {
         ParameterGenerator {
             db,
-            rng: SplitMix::new(seed, 0x5eed_0f_b1_9f),
+            rng: SplitMix::new(seed, 0x005e_ed0f_b19f),
             population,
             scale: Scale {
                 users: population.users,
@@ -90,7 +92,9 @@ impl<'a> ParameterGenerator<'a> {
                 } else {
                     ("ChirpMessages", "send_time", chirps)
                 };
-                let (lo, hi, count) = self.window(dataset, field, case.version, population).await?;
+                let (lo, hi, count) = self
+                    .window(dataset, field, case.version, population)
+                    .await?;
                 set("lo", lo);
                 set("hi", hi);
                 Some(count)
@@ -251,6 +255,9 @@ impl<'a> ParameterGenerator<'a> {
                 (lo + hi) / 2.0
             }
         };
-        (pick(&mut self.rng, LATITUDE), pick(&mut self.rng, LONGITUDE))
+        (
+            pick(&mut self.rng, LATITUDE),
+            pick(&mut self.rng, LONGITUDE),
+        )
     }
 }

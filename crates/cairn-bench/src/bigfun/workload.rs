@@ -55,13 +55,17 @@ const SETUP_TEXTS: [SetupText; QUERY_SYSTEMS.len()] = [
     },
     SetupText {
         system: "duckdb",
-        load: Some(include_str!("../../../../bench/bigfun/queries/duckdb/load.sql")),
+        load: Some(include_str!(
+            "../../../../bench/bigfun/queries/duckdb/load.sql"
+        )),
         indexes: include_str!("../../../../bench/bigfun/queries/duckdb/indexes.sql"),
         author_index: include_str!("../../../../bench/bigfun/queries/duckdb/index-author.sql"),
     },
     SetupText {
         system: "postgres",
-        load: Some(include_str!("../../../../bench/bigfun/queries/postgres/load.sql")),
+        load: Some(include_str!(
+            "../../../../bench/bigfun/queries/postgres/load.sql"
+        )),
         indexes: include_str!("../../../../bench/bigfun/queries/postgres/indexes.sql"),
         author_index: include_str!("../../../../bench/bigfun/queries/postgres/index-author.sql"),
     },
@@ -230,7 +234,11 @@ mod tests {
         for case in all_cases() {
             for system in QUERY_SYSTEMS {
                 let text = query_text(system, case.operation).unwrap();
-                assert!(text.contains("{{"), "{system} {} has no parameter", case.operation);
+                assert!(
+                    text.contains("{{"),
+                    "{system} {} has no parameter",
+                    case.operation
+                );
             }
         }
         assert_eq!(all_cases().len(), 62);
@@ -238,11 +246,21 @@ mod tests {
 
     #[test]
     fn render_fills_every_placeholder_and_refuses_mismatches() {
-        let parameters: BTreeMap<String, String> =
-            [("lo".to_string(), "1".to_string()), ("hi".to_string(), "9".to_string())].into();
-        assert_eq!(render("a {{lo}} b {{hi}} {{lo}}", &parameters).unwrap(), "a 1 b 9 1");
+        let parameters: BTreeMap<String, String> = [
+            ("lo".to_string(), "1".to_string()),
+            ("hi".to_string(), "9".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            render("a {{lo}} b {{hi}} {{lo}}", &parameters).unwrap(),
+            "a 1 b 9 1"
+        );
         assert!(render("{{lo}}", &parameters).unwrap_err().contains("`hi`"));
-        assert!(render("{{lo}} {{hi}} {{x}}", &parameters).unwrap_err().contains("{{x}}"));
+        assert!(
+            render("{{lo}} {{hi}} {{x}}", &parameters)
+                .unwrap_err()
+                .contains("{{x}}")
+        );
         assert!(render("{{lo", &parameters).is_err());
     }
 }
