@@ -90,6 +90,22 @@ pub struct SetupStep {
     pub seconds: f64,
 }
 
+impl SetupStep {
+    /// Runs `work` and records how long it took under `name`.
+    async fn timed<T, E>(
+        name: &str,
+        work: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<(T, SetupStep), E> {
+        let started = Instant::now();
+        let value = work.await?;
+        let step = SetupStep {
+            name: name.to_string(),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        Ok((value, step))
+    }
+}
+
 /// What happened to one system: it ran (with its outcomes), was not available, or failed.
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemOutcome {
@@ -261,6 +277,8 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
         });
     }
 
+    // Resolved once: python-env.sh installs the peers' packages, and the chart needs it too.
+    let python = peer_python(args);
     let mut systems = Vec::new();
     for system in &args.systems {
         let outcome = match system.as_str() {
@@ -268,7 +286,7 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
                 run_cairn_cases(&db, &plan, args.timeout_seconds, &mut cairn).await?;
                 cairn.clone()
             }
-            "duckdb" | "postgres" => run_python_peer(args, system, &data, &plan),
+            "duckdb" | "postgres" => run_python_peer(args, &python, system, &data, &plan),
             "cairn-http" => SystemOutcome::unavailable(
                 system,
                 "not available yet: Cairn's HTTP API (`cairn serve`) is not built".into(),
@@ -295,11 +313,7 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
         plan,
         systems,
     };
-    bigfun_report::write(
-        &report,
-        &args.results_dir,
-        python_for_chart(args).as_deref(),
-    )?;
+    bigfun_report::write(&report, &args.results_dir, python.as_deref().ok())?;
     Ok(())
 }
 
@@ -313,24 +327,18 @@ async fn load_cairn(
     let _ = std::fs::remove_dir_all(&db_dir);
     let db = Database::open(&db_dir, StorageOptions::default())?;
     db.execute_script(crate::bigfun::schema::DDL).await?;
-    let mut setup = Vec::new();
-    let started = Instant::now();
-    for dataset in ["GleambookUsers", "GleambookMessages", "ChirpMessages"] {
-        eprintln!("cairn: loading {dataset}");
-        db.storage()
-            .load(dataset, &[data.join(format!("{dataset}.json"))], None)?;
-    }
-    setup.push(SetupStep {
-        name: "load".into(),
-        seconds: started.elapsed().as_secs_f64(),
-    });
-    let setup_text = workload::setup_text("cairn").expect("Cairn has setup files");
-    let started = Instant::now();
-    db.execute_script(setup_text.indexes).await?;
-    setup.push(SetupStep {
-        name: "indexes".into(),
-        seconds: started.elapsed().as_secs_f64(),
-    });
+    let ((), load) = SetupStep::timed("load", async {
+        for dataset in ["GleambookUsers", "GleambookMessages", "ChirpMessages"] {
+            eprintln!("cairn: loading {dataset}");
+            db.storage()
+                .load(dataset, &[data.join(format!("{dataset}.json"))], None)?;
+        }
+        Ok::<(), Error>(())
+    })
+    .await?;
+    let (_, indexes) =
+        SetupStep::timed("indexes", db.execute_script(workload::CAIRN_SETUP.indexes)).await?;
+    let setup = vec![load, indexes];
     let outcome = SystemOutcome {
         system: "cairn".into(),
         version: format!("Cairn {} (embedded)", env!("CARGO_PKG_VERSION")),
@@ -356,18 +364,12 @@ async fn run_cairn_cases(
     timeout_seconds: f64,
     outcome: &mut SystemOutcome,
 ) -> Result<(), Error> {
-    let author_index = workload::setup_text("cairn")
-        .expect("Cairn has setup files")
-        .author_index;
     let mut author_index_created = false;
     for planned in plan {
         if planned.case.with_author_index && !author_index_created {
-            let started = Instant::now();
-            db.execute_script(author_index).await?;
-            outcome.setup.push(SetupStep {
-                name: "author_id index".into(),
-                seconds: started.elapsed().as_secs_f64(),
-            });
+            let author_index = db.execute_script(workload::CAIRN_SETUP.author_index);
+            let (_, step) = SetupStep::timed("author_id index", author_index).await?;
+            outcome.setup.push(step);
             author_index_created = true;
         }
         let mut runs = Vec::new();
@@ -452,10 +454,6 @@ fn peer_python(args: &BigfunBenchArgs) -> Result<PathBuf, String> {
     ))
 }
 
-pub(crate) fn python_for_chart(args: &BigfunBenchArgs) -> Option<PathBuf> {
-    peer_python(args).ok()
-}
-
 /// The last lines of a log, for a failure report.
 fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
@@ -474,11 +472,12 @@ struct PeerReport {
 /// or fails part-way is reported as failed with its log's tail; the run goes on.
 fn run_python_peer(
     args: &BigfunBenchArgs,
+    python: &Result<PathBuf, String>,
     system: &str,
     data: &Path,
     plan: &[PlannedCase],
 ) -> SystemOutcome {
-    match try_python_peer(args, system, data, plan) {
+    match try_python_peer(args, python, system, data, plan) {
         Ok(outcome) => outcome,
         Err(reason) => SystemOutcome::unavailable(system, format!("failed: {reason}")),
     }
@@ -486,11 +485,12 @@ fn run_python_peer(
 
 fn try_python_peer(
     args: &BigfunBenchArgs,
+    python: &Result<PathBuf, String>,
     system: &str,
     data: &Path,
     plan: &[PlannedCase],
 ) -> Result<SystemOutcome, String> {
-    let python = peer_python(args)?;
+    let python = python.clone()?;
     let absolute_data =
         std::fs::canonicalize(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let data_dir = absolute_data.to_string_lossy().to_string();

@@ -2,7 +2,7 @@
 //! V (operations × systems) and VI (updates), the answers' cross-system checks, the issue's
 //! targets with their ratios, and a chart drawn by bench/peers/bigfun_chart.py.
 
-use crate::bigfun_bench::{BigfunReport, CaseOutcome, RunOutcome, SystemOutcome};
+use crate::bigfun_bench::{BigfunReport, CaseOutcome, RunOutcome, SetupStep, SystemOutcome};
 use crate::report::write_report;
 use crate::stats::median;
 use std::fmt::Write as _;
@@ -174,23 +174,17 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
         megabytes(report.json_bytes as u64)
     );
     for system in &ran {
-        let step = |name: &str| {
-            system
-                .setup
-                .iter()
-                .filter(|s| {
-                    s.name.starts_with(name) || (name == "indexes" && s.name.contains("index"))
-                })
-                .map(|s| s.seconds)
-                .sum::<f64>()
-        };
+        // Everything after loading (indexes, ANALYZE, the -IX index) counts as index time.
+        let (load, indexing): (Vec<&SetupStep>, Vec<&SetupStep>) =
+            system.setup.iter().partition(|s| s.name == "load");
+        let seconds = |steps: &[&SetupStep]| steps.iter().map(|s| s.seconds).sum::<f64>();
         let _ = writeln!(
             page,
             "| {} | {} | {} | {} |",
             system.system,
             system.size_bytes.map_or("-".into(), megabytes),
-            seconds_text(step("load")),
-            seconds_text(step("indexes"))
+            seconds_text(seconds(&load)),
+            seconds_text(seconds(&indexing))
         );
     }
 
@@ -362,26 +356,22 @@ pub fn write(
     let raw_name = format!("bigfun-{}.json", report.users);
     let page_name = format!("bigfun-{}.md", report.users);
     let chart_name = format!("bigfun-{}.png", report.users);
-    // The raw file first, so that the chart script can read it; the page is rewritten after.
-    write_report(results_dir, &raw_name, report, &page_name, |raw| {
-        markdown(report, raw, None)
+    // write_report writes the raw file before asking for the page, so the chart script can
+    // read it here.
+    write_report(results_dir, &raw_name, report, &page_name, |raw_path| {
+        let chart = python.and_then(|python| {
+            let status = std::process::Command::new(python)
+                .arg(crate::bigfun_bench::repo_path(
+                    "bench/peers/bigfun_chart.py",
+                ))
+                .arg(raw_path)
+                .arg(results_dir.join(&chart_name))
+                .status()
+                .ok()?;
+            status.success().then_some(chart_name.as_str())
+        });
+        markdown(report, raw_path, chart)
     })?;
-    let raw_path = results_dir.join("raw").join(&raw_name);
-    let chart = python.and_then(|python| {
-        let status = std::process::Command::new(python)
-            .arg(crate::bigfun_bench::repo_path(
-                "bench/peers/bigfun_chart.py",
-            ))
-            .arg(&raw_path)
-            .arg(results_dir.join(&chart_name))
-            .status()
-            .ok()?;
-        status.success().then_some(chart_name.as_str())
-    });
-    std::fs::write(
-        results_dir.join(&page_name),
-        markdown(report, &raw_path, chart),
-    )?;
     eprintln!("wrote {}", results_dir.join(&page_name).display());
     Ok(())
 }

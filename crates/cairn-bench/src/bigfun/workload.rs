@@ -46,6 +46,7 @@ pub struct SetupText {
     pub author_index: &'static str,
 }
 
+/// In `QUERY_SYSTEMS` order, Cairn first.
 const SETUP_TEXTS: [SetupText; QUERY_SYSTEMS.len()] = [
     SetupText {
         system: "cairn",
@@ -191,6 +192,9 @@ pub fn query_text(system: &str, operation: &str) -> Option<&'static str> {
         .find(|o| o.operation == operation)
         .map(|o| o.texts[column])
 }
+
+/// Cairn's setup statements (always present: Cairn is the system every run loads).
+pub const CAIRN_SETUP: SetupText = SETUP_TEXTS[0];
 
 /// The setup statements of `system`, if it has query files.
 pub fn setup_text(system: &str) -> Option<SetupText> {
