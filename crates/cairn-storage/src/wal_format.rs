@@ -91,6 +91,10 @@ pub fn read_segment(data: &[u8]) -> SegmentContents {
         stopped_because: Some(why),
     };
     while offset < data.len() {
+        if data[offset..].iter().all(|&b| b == 0) {
+            // The writer zero-fills ahead of its frames: an all-zero rest is unused space.
+            break;
+        }
         if data.len() - offset < FRAME_HEADER_BYTES {
             return stop(
                 offset,
@@ -193,5 +197,25 @@ mod tests {
         let corrupt = read_segment(&flipped);
         assert_eq!(corrupt.valid_len, first_len);
         assert!(corrupt.stopped_because.unwrap().contains("checksum"));
+    }
+
+    #[test]
+    fn a_zero_filled_tail_is_a_clean_end_but_a_torn_frame_before_it_is_not() {
+        let mut log = Vec::new();
+        append_frame(&mut log, 1, 7, &encode_body(&[(0, &LoggedOp::Delete(Key::int(1)))]));
+        let first_len = log.len();
+        append_frame(&mut log, 2, 7, &encode_body(&[(0, &LoggedOp::Delete(Key::int(2)))]));
+        let frames_len = log.len();
+        log.resize(frames_len + 4096, 0);
+        let clean = read_segment(&log);
+        assert_eq!(clean.batches.len(), 2);
+        assert_eq!(clean.valid_len, frames_len);
+        assert!(clean.stopped_because.is_none());
+        // A write torn after the second frame's header leaves the fill's zeros in its payload.
+        log[first_len + FRAME_HEADER_BYTES..frames_len].fill(0);
+        let torn = read_segment(&log);
+        assert_eq!(torn.batches.len(), 1);
+        assert_eq!(torn.valid_len, first_len);
+        assert!(torn.stopped_because.is_some());
     }
 }

@@ -252,8 +252,11 @@ fn torn_wal_tail_is_truncated_not_fatal() {
         .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
         .max()
         .unwrap();
-    let data = std::fs::read(&wal).unwrap();
-    std::fs::write(&wal, &data[..data.len() - 5]).unwrap();
+    // The log zero-fills ahead of its frames; a torn write leaves the last frame's end zero.
+    let mut data = std::fs::read(&wal).unwrap();
+    let frames_end = data.iter().rposition(|&b| b != 0).unwrap() + 1;
+    data[frames_end - 5..frames_end].fill(0);
+    std::fs::write(&wal, &data).unwrap();
     let storage = open(dir.path());
     assert_eq!(
         storage.get("items", &Key::int(1)).unwrap(),
