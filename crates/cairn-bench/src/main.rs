@@ -45,7 +45,7 @@ enum Command {
         /// Writer-thread counts for the insert measurement.
         #[arg(long, value_delimiter = ',', default_value = "1,16")]
         writers: Vec<usize>,
-        /// Bulk loads and scans are repeated this many times (the median is reported).
+        /// Bulk loads, insert measurements and scans are repeated this many times (the median is reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
