@@ -6,7 +6,6 @@
 mod bench;
 mod error;
 mod generate;
-mod json;
 mod load;
 mod output;
 mod run;

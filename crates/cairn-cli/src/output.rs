@@ -3,15 +3,12 @@
 //! one-line summaries of statements that change data or definitions.
 
 use crate::error::CliError;
-use crate::json;
-use arrow::array::{ArrayRef, RecordBatch, StringArray, StructArray};
-use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
-use arrow::json::writer::make_encoder;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use arrow::util::display::FormatOptions;
 use arrow::util::pretty::{pretty_format_batches_with_options, pretty_format_batches_with_schema};
-use cairn_engine::StatementOutcome;
+use cairn_engine::{StatementOutcome, json_rows};
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How rows are written.
@@ -53,24 +50,12 @@ pub fn write_rows(
 }
 
 fn write_json_lines(out: &mut dyn Write, batches: &[RecordBatch]) -> Result<(), CliError> {
-    let options = json::encoder_options();
-    let mut line = Vec::new();
     for batch in batches {
-        // A row is encoded as a struct of its columns, so that the open-record encoder also
-        // applies to a top-level `$extra` column.
-        let rows = StructArray::from(batch.clone());
-        let field: FieldRef = Arc::new(Field::new_struct(
-            "",
-            batch.schema().fields().clone(),
-            false,
-        ));
-        let mut encoder = make_encoder(&field, &rows, &options)?;
-        for row in 0..batch.num_rows() {
-            line.clear();
-            encoder.encode(row, &mut line);
-            line.push(b'\n');
-            out.write_all(&line)?;
-        }
+        json_rows::for_each_json_row(batch, |row| -> Result<(), CliError> {
+            out.write_all(row)?;
+            out.write_all(b"\n")?;
+            Ok(())
+        })?;
     }
     Ok(())
 }
@@ -80,43 +65,18 @@ fn write_csv(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> Result<(), CliError> {
-    let mut writer = arrow::csv::WriterBuilder::new()
-        .with_header(true)
-        .build(out);
     if batches.is_empty() {
-        // Arrow's writer emits the header with the first batch, even an empty one.
-        let empty = RecordBatch::new_empty(schema.clone());
-        writer.write(&flatten_nested(&empty)?)?;
+        // The header alone still names the columns of an empty result.
+        out.write_all(&json_rows::csv_text(
+            &RecordBatch::new_empty(schema.clone()),
+            true,
+        )?)?;
     }
-    for batch in batches {
-        writer.write(&flatten_nested(batch)?)?;
+    for (index, batch) in batches.iter().enumerate() {
+        out.write_all(&json_rows::csv_text(batch, index == 0)?)?;
     }
-    writer.into_inner().flush()?;
+    out.flush()?;
     Ok(())
-}
-
-/// CSV has no nested values: struct, list and map columns become columns of JSON text.
-fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch, CliError> {
-    let schema = batch.schema();
-    if !schema.fields().iter().any(|f| f.data_type().is_nested()) {
-        return Ok(batch.clone());
-    }
-    let mut fields = Vec::with_capacity(schema.fields().len());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        if field.data_type().is_nested() {
-            let texts = json::json_texts(field, column.as_ref())?;
-            fields.push(Field::new(field.name(), DataType::Utf8, true));
-            columns.push(Arc::new(StringArray::from(texts)));
-        } else {
-            fields.push(field.as_ref().clone());
-            columns.push(column.clone());
-        }
-    }
-    Ok(RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        columns,
-    )?)
 }
 
 /// The confirmation of a statement that returned no rows, such as `inserted 3 records`.
@@ -164,8 +124,9 @@ pub fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, ListArray};
+    use arrow::array::{ArrayRef, Int64Array, ListArray, StringArray};
     use arrow::datatypes::Int64Type;
+    use std::sync::Arc;
 
     fn render(format: Format, batch: &RecordBatch) -> String {
         let mut out = Vec::new();

@@ -15,13 +15,18 @@ use cairn_model::DatasetType;
 use cairn_model::json::record_from_json;
 use cairn_storage::{InputFormat, WriteOp};
 use datafusion::common::TableReference;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp as DfWriteOp};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream_partitioned};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Delete, FromTable, ObjectName, ObjectType, Statement as SqlStatement,
     TableFactor, TableWithJoins, Update,
 };
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a statement produced.
@@ -46,6 +51,55 @@ impl StatementOutcome {
             _ => &[],
         }
     }
+}
+
+/// A statement's result before its rows are read.
+pub enum StatementStream {
+    /// A query's rows, one stream per output partition of its physical plan, produced as they
+    /// are read (a server hands them out as they come; see ARCHITECTURE §8).
+    Rows {
+        schema: SchemaRef,
+        partitions: Vec<SendableRecordBatchStream>,
+        /// The running plan, whose metrics (rows read by each scan) are complete once every
+        /// partition's stream has ended. `None` for answers computed without a plan.
+        plan: Option<Arc<dyn ExecutionPlan>>,
+    },
+    /// Any other statement, already carried out.
+    Finished(StatementOutcome),
+}
+
+impl StatementStream {
+    /// Starts a DataFrame's plan, one stream per output partition.
+    pub(crate) async fn start(frame: DataFrame) -> Result<StatementStream> {
+        let schema = frame.schema().inner().clone();
+        let task = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await?;
+        let partitions = execute_stream_partitioned(plan.clone(), task)?;
+        Ok(StatementStream::Rows {
+            schema,
+            partitions,
+            plan: Some(plan),
+        })
+    }
+
+    /// Rows already computed, as a one-partition stream.
+    pub(crate) fn computed(schema: SchemaRef, batches: Vec<RecordBatch>) -> StatementStream {
+        let stream = futures::stream::iter(batches.into_iter().map(Ok));
+        StatementStream::Rows {
+            partitions: vec![Box::pin(RecordBatchStreamAdapter::new(
+                schema.clone(),
+                stream,
+            ))],
+            schema,
+            plan: None,
+        }
+    }
+}
+
+/// A planned statement: a query still to run, or a statement already carried out.
+enum Planned {
+    Query(DataFrame),
+    Finished(StatementOutcome),
 }
 
 /// The outcome of one statement of a script, with its run time.
@@ -302,10 +356,8 @@ impl Database {
         })
     }
 
-    async fn execute_datafusion(
-        &self,
-        statement: &ScriptStatement<'_>,
-    ) -> Result<StatementOutcome> {
+    /// Plans a statement DataFusion parses; statements without rows are carried out at once.
+    async fn plan_datafusion(&self, statement: &ScriptStatement<'_>) -> Result<Planned> {
         let state = self.context.state();
         let dialect = state.config().options().sql_parser.dialect;
         let parsed = state
@@ -322,7 +374,11 @@ impl Database {
                         declaration.partitions,
                         declaration.if_not_exists,
                     )?;
-                    return Ok(done(created, format!("created dataset {name}"), &name));
+                    return Ok(Planned::Finished(done(
+                        created,
+                        format!("created dataset {name}"),
+                        &name,
+                    )));
                 }
                 SqlStatement::Drop {
                     object_type: ObjectType::Table,
@@ -334,19 +390,19 @@ impl Database {
                     for name in &names {
                         self.drop_dataset(name)?;
                     }
-                    return Ok(StatementOutcome::Done(format!(
+                    return Ok(Planned::Finished(StatementOutcome::Done(format!(
                         "dropped dataset {}",
                         names.join(", ")
-                    )));
+                    ))));
                 }
                 SqlStatement::Delete(delete) => {
                     if let Some(outcome) = self.delete(delete).await? {
-                        return Ok(outcome);
+                        return Ok(Planned::Finished(outcome));
                     }
                 }
                 SqlStatement::Update(update) => {
                     if let Some(outcome) = self.update(update).await? {
-                        return Ok(outcome);
+                        return Ok(Planned::Finished(outcome));
                     }
                 }
                 _ => {}
@@ -365,16 +421,82 @@ impl Database {
         };
         let confirmation = confirmation(&plan);
         let frame = self.context.execute_logical_plan(plan).await?;
-        let schema = frame.schema().inner().clone();
-        let batches = frame.collect().await?;
         Ok(match (verb, confirmation) {
-            (Some(verb), _) => StatementOutcome::Changed {
+            (Some(verb), _) => Planned::Finished(StatementOutcome::Changed {
                 verb,
-                count: dml_count(&batches),
-            },
-            (None, Some(message)) => StatementOutcome::Done(message),
-            (None, None) => StatementOutcome::Rows { schema, batches },
+                count: dml_count(&frame.collect().await?),
+            }),
+            (None, Some(message)) => {
+                frame.collect().await?;
+                Planned::Finished(StatementOutcome::Done(message))
+            }
+            (None, None) => Planned::Query(frame),
         })
+    }
+
+    async fn execute_datafusion(
+        &self,
+        statement: &ScriptStatement<'_>,
+    ) -> Result<StatementOutcome> {
+        Ok(match self.plan_datafusion(statement).await? {
+            Planned::Finished(outcome) => outcome,
+            Planned::Query(frame) => {
+                let schema = frame.schema().inner().clone();
+                let batches = frame.collect().await?;
+                StatementOutcome::Rows { schema, batches }
+            }
+        })
+    }
+
+    /// Runs one statement; a query is started but its rows are left to be read from the
+    /// returned streams.
+    pub async fn stream_statement(
+        &self,
+        statement: &ScriptStatement<'_>,
+    ) -> Result<StatementStream> {
+        let planned = match parse_cairn_statement(statement)? {
+            Some(CairnStatement::Rewritten(text)) => {
+                let rewritten = ScriptStatement {
+                    text: &text,
+                    ..statement.clone()
+                };
+                self.plan_datafusion(&rewritten).await?
+            }
+            Some(cairn) => Planned::Finished(self.execute_cairn(cairn).await?),
+            None => self.plan_datafusion(statement).await?,
+        };
+        Ok(match planned {
+            Planned::Finished(outcome) => StatementStream::Finished(outcome),
+            Planned::Query(frame) => StatementStream::start(frame).await?,
+        })
+    }
+
+    /// Runs every statement of `script` but the last as [`Database::execute_script`] does, and
+    /// the last as [`Database::stream_statement`] does.
+    pub async fn stream_script(&self, script: &str) -> Result<StatementStream> {
+        let statements = split_statements(script);
+        let Some((last, earlier)) = statements.split_last() else {
+            return Err(EngineError::Invalid("no statement to run".to_string()));
+        };
+        let in_statement = |index: usize, statement: &ScriptStatement<'_>, source| {
+            if statements.len() == 1 {
+                return source;
+            }
+            EngineError::InStatement {
+                index: index + 1,
+                line: statement.line,
+                column: statement.column,
+                source: Box::new(source),
+            }
+        };
+        for (index, statement) in earlier.iter().enumerate() {
+            self.execute_statement(statement)
+                .await
+                .map_err(|e| in_statement(index, statement, e))?;
+        }
+        self.stream_statement(last)
+            .await
+            .map_err(|e| in_statement(earlier.len(), last, e))
     }
 
     /// The dataset an object name refers to, if it is a single-part name of a dataset.

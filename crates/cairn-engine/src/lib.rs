@@ -35,6 +35,7 @@ pub mod execute;
 pub mod functions;
 pub mod index_ddl;
 pub mod index_top_k;
+pub mod json_rows;
 pub mod prepared;
 pub mod scan_exec;
 pub mod script;
@@ -42,5 +43,5 @@ pub mod table;
 
 pub use database::Database;
 pub use error::{EngineError, Result};
-pub use execute::{ExecutedStatement, StatementOutcome};
+pub use execute::{ExecutedStatement, StatementOutcome, StatementStream};
 pub use prepared::PreparedStatement;

@@ -5,6 +5,7 @@
 
 use crate::database::Database;
 use crate::error::{EngineError, Result};
+use crate::execute::StatementStream;
 use crate::table::literal_value;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -156,24 +157,7 @@ impl Database {
         statement: &PreparedStatement,
         parameters: Vec<ScalarValue>,
     ) -> Result<Vec<RecordBatch>> {
-        if parameters.len() != statement.parameter_types.len() {
-            return Err(EngineError::Invalid(format!(
-                "the statement takes {} parameters, {} given",
-                statement.parameter_types.len(),
-                parameters.len()
-            )));
-        }
-        let parameters = parameters
-            .into_iter()
-            .zip(&statement.parameter_types)
-            .enumerate()
-            .map(|(i, (value, data_type))| match data_type {
-                Some(t) if value.data_type() != *t && !value.is_null() => value
-                    .cast_to(t)
-                    .map_err(|e| EngineError::Invalid(format!("parameter ${}: {e}", i + 1))),
-                _ => Ok(value),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let parameters = bind_parameters(statement, parameters)?;
         if let Some(lookup) = &statement.key_lookup
             && let Some(key) = lookup.key(&parameters)
         {
@@ -182,6 +166,25 @@ impl Database {
         let plan = statement.plan.clone().with_param_values(parameters)?;
         let frame = self.context.execute_logical_plan(plan).await?;
         Ok(frame.collect().await?)
+    }
+
+    /// Like [`Database::execute_prepared`], but the rows are left to be read from the
+    /// returned streams.
+    pub async fn stream_prepared(
+        &self,
+        statement: &PreparedStatement,
+        parameters: Vec<ScalarValue>,
+    ) -> Result<StatementStream> {
+        let parameters = bind_parameters(statement, parameters)?;
+        if let Some(lookup) = &statement.key_lookup
+            && let Some(key) = lookup.key(&parameters)
+        {
+            let batches = self.run_key_lookup(lookup, &key).await?;
+            return Ok(StatementStream::computed(lookup.schema.clone(), batches));
+        }
+        let plan = statement.plan.clone().with_param_values(parameters)?;
+        let frame = self.context.execute_logical_plan(plan).await?;
+        StatementStream::start(frame).await
     }
 
     async fn run_key_lookup(&self, lookup: &KeyLookupShape, key: &Key) -> Result<Vec<RecordBatch>> {
@@ -275,4 +278,29 @@ impl Database {
             schema: output,
         })
     }
+}
+
+/// Checks the parameter count and casts each value to the type its placeholder needs.
+fn bind_parameters(
+    statement: &PreparedStatement,
+    parameters: Vec<ScalarValue>,
+) -> Result<Vec<ScalarValue>> {
+    if parameters.len() != statement.parameter_types.len() {
+        return Err(EngineError::Invalid(format!(
+            "the statement takes {} parameters, {} given",
+            statement.parameter_types.len(),
+            parameters.len()
+        )));
+    }
+    parameters
+        .into_iter()
+        .zip(&statement.parameter_types)
+        .enumerate()
+        .map(|(i, (value, data_type))| match data_type {
+            Some(t) if value.data_type() != *t && !value.is_null() => value
+                .cast_to(t)
+                .map_err(|e| EngineError::Invalid(format!("parameter ${}: {e}", i + 1))),
+            _ => Ok(value),
+        })
+        .collect::<Result<Vec<_>>>()
 }

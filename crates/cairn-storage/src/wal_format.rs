@@ -202,9 +202,19 @@ mod tests {
     #[test]
     fn a_zero_filled_tail_is_a_clean_end_but_a_torn_frame_before_it_is_not() {
         let mut log = Vec::new();
-        append_frame(&mut log, 1, 7, &encode_body(&[(0, &LoggedOp::Delete(Key::int(1)))]));
+        append_frame(
+            &mut log,
+            1,
+            7,
+            &encode_body(&[(0, &LoggedOp::Delete(Key::int(1)))]),
+        );
         let first_len = log.len();
-        append_frame(&mut log, 2, 7, &encode_body(&[(0, &LoggedOp::Delete(Key::int(2)))]));
+        append_frame(
+            &mut log,
+            2,
+            7,
+            &encode_body(&[(0, &LoggedOp::Delete(Key::int(2)))]),
+        );
         let frames_len = log.len();
         log.resize(frames_len + 4096, 0);
         let clean = read_segment(&log);

@@ -1,9 +1,10 @@
-//! JSON encoding of Arrow values for the `json` and `csv` output formats: Arrow's JSON encoders,
-//! except that an open type's undeclared fields (its `$extra` column of JSON text) are written
-//! back into their object, so a record reads as the document that was inserted.
+//! Query rows as text for clients (the CLI's `json` and `csv` formats, the HTTP service's
+//! `json`, `ndjson` and `csv`): Arrow's JSON encoders, except that an open type's undeclared
+//! fields (its `$extra` column of JSON text) are written back into their object, so a record
+//! reads as the document that was inserted; CSV writes nested values as JSON text.
 
-use arrow::array::{Array, AsArray, StringArray};
-use arrow::datatypes::{DataType, FieldRef};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, StructArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use arrow::error::ArrowError;
 use arrow::json::writer::{Encoder, EncoderFactory, EncoderOptions, NullableEncoder, make_encoder};
 use cairn_model::EXTRA_FIELDS_COLUMN;
@@ -144,11 +145,66 @@ pub fn json_texts(field: &FieldRef, array: &dyn Array) -> Result<Vec<Option<Stri
         .collect()
 }
 
+/// Encodes each row of `batch` as one JSON object and hands its bytes to `row`.
+pub fn for_each_json_row<E: From<ArrowError>>(
+    batch: &RecordBatch,
+    mut row: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let options = encoder_options();
+    // A row is encoded as a struct of its columns, so that the open-record encoder also
+    // applies to a top-level `$extra` column.
+    let rows = StructArray::from(batch.clone());
+    let field: FieldRef = Arc::new(Field::new_struct(
+        "",
+        batch.schema().fields().clone(),
+        false,
+    ));
+    let mut encoder = make_encoder(&field, &rows, &options)?;
+    let mut buffer = Vec::new();
+    for index in 0..batch.num_rows() {
+        buffer.clear();
+        encoder.encode(index, &mut buffer);
+        row(&buffer)?;
+    }
+    Ok(())
+}
+
+/// `batch` as CSV text, preceded by a header line if `header`.
+pub fn csv_text(batch: &RecordBatch, header: bool) -> Result<Vec<u8>, ArrowError> {
+    let mut out = Vec::new();
+    let mut writer = arrow::csv::WriterBuilder::new()
+        .with_header(header)
+        .build(&mut out);
+    writer.write(&flatten_nested(batch)?)?;
+    drop(writer);
+    Ok(out)
+}
+
+/// CSV has no nested values: struct, list and map columns become columns of JSON text.
+fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| f.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if field.data_type().is_nested() {
+            let texts = json_texts(field, column.as_ref())?;
+            fields.push(Field::new(field.name(), DataType::Utf8, true));
+            columns.push(Arc::new(StringArray::from(texts)));
+        } else {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StructArray};
-    use arrow::datatypes::Field;
+    use arrow::array::Int64Array;
 
     fn encode_rows(batch: &RecordBatch) -> Vec<String> {
         let array = StructArray::from(batch.clone());
