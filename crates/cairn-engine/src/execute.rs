@@ -96,6 +96,24 @@ impl StatementStream {
     }
 }
 
+/// The error of statement `index` of a script, placed by number and position unless the script
+/// has only that statement.
+fn in_statement(
+    statements: &[ScriptStatement<'_>],
+    index: usize,
+    source: EngineError,
+) -> EngineError {
+    let Some(statement) = statements.get(index).filter(|_| statements.len() > 1) else {
+        return source;
+    };
+    EngineError::InStatement {
+        index: index + 1,
+        line: statement.line,
+        column: statement.column,
+        source: Box::new(source),
+    }
+}
+
 /// A planned statement: a query still to run, or a statement already carried out.
 enum Planned {
     Query(DataFrame),
@@ -135,20 +153,12 @@ impl Database {
         if statements.is_empty() {
             return Err(EngineError::Invalid("no statement to run".to_string()).into());
         }
-        let single = statements.len() == 1;
         for (index, statement) in statements.iter().enumerate() {
             let started = std::time::Instant::now();
-            let outcome = self.execute_statement(statement).await.map_err(|source| {
-                if single {
-                    return source;
-                }
-                EngineError::InStatement {
-                    index: index + 1,
-                    line: statement.line,
-                    column: statement.column,
-                    source: Box::new(source),
-                }
-            })?;
+            let outcome = self
+                .execute_statement(statement)
+                .await
+                .map_err(|source| in_statement(&statements, index, source))?;
             each(ExecutedStatement {
                 outcome,
                 elapsed: started.elapsed(),
@@ -171,16 +181,41 @@ impl Database {
         &self,
         statement: &ScriptStatement<'_>,
     ) -> Result<StatementOutcome> {
+        Ok(match self.plan_statement(statement).await? {
+            Planned::Finished(outcome) => outcome,
+            Planned::Query(frame) => {
+                let schema = frame.schema().inner().clone();
+                let batches = frame.collect().await?;
+                StatementOutcome::Rows { schema, batches }
+            }
+        })
+    }
+
+    /// Runs one statement; a query is started but its rows are left to be read from the
+    /// returned streams.
+    pub async fn stream_statement(
+        &self,
+        statement: &ScriptStatement<'_>,
+    ) -> Result<StatementStream> {
+        Ok(match self.plan_statement(statement).await? {
+            Planned::Finished(outcome) => StatementStream::Finished(outcome),
+            Planned::Query(frame) => StatementStream::start(frame).await?,
+        })
+    }
+
+    /// Parses a statement (Cairn's own syntax first, then DataFusion's) and carries it out,
+    /// except that a query is only planned.
+    async fn plan_statement(&self, statement: &ScriptStatement<'_>) -> Result<Planned> {
         match parse_cairn_statement(statement)? {
             Some(CairnStatement::Rewritten(text)) => {
                 let rewritten = ScriptStatement {
                     text: &text,
                     ..statement.clone()
                 };
-                self.execute_datafusion(&rewritten).await
+                self.plan_datafusion(&rewritten).await
             }
-            Some(cairn) => self.execute_cairn(cairn).await,
-            None => self.execute_datafusion(statement).await,
+            Some(cairn) => Ok(Planned::Finished(self.execute_cairn(cairn).await?)),
+            None => self.plan_datafusion(statement).await,
         }
     }
 
@@ -434,43 +469,6 @@ impl Database {
         })
     }
 
-    async fn execute_datafusion(
-        &self,
-        statement: &ScriptStatement<'_>,
-    ) -> Result<StatementOutcome> {
-        Ok(match self.plan_datafusion(statement).await? {
-            Planned::Finished(outcome) => outcome,
-            Planned::Query(frame) => {
-                let schema = frame.schema().inner().clone();
-                let batches = frame.collect().await?;
-                StatementOutcome::Rows { schema, batches }
-            }
-        })
-    }
-
-    /// Runs one statement; a query is started but its rows are left to be read from the
-    /// returned streams.
-    pub async fn stream_statement(
-        &self,
-        statement: &ScriptStatement<'_>,
-    ) -> Result<StatementStream> {
-        let planned = match parse_cairn_statement(statement)? {
-            Some(CairnStatement::Rewritten(text)) => {
-                let rewritten = ScriptStatement {
-                    text: &text,
-                    ..statement.clone()
-                };
-                self.plan_datafusion(&rewritten).await?
-            }
-            Some(cairn) => Planned::Finished(self.execute_cairn(cairn).await?),
-            None => self.plan_datafusion(statement).await?,
-        };
-        Ok(match planned {
-            Planned::Finished(outcome) => StatementStream::Finished(outcome),
-            Planned::Query(frame) => StatementStream::start(frame).await?,
-        })
-    }
-
     /// Runs every statement of `script` but the last as [`Database::execute_script`] does, and
     /// the last as [`Database::stream_statement`] does.
     pub async fn stream_script(&self, script: &str) -> Result<StatementStream> {
@@ -478,25 +476,14 @@ impl Database {
         let Some((last, earlier)) = statements.split_last() else {
             return Err(EngineError::Invalid("no statement to run".to_string()));
         };
-        let in_statement = |index: usize, statement: &ScriptStatement<'_>, source| {
-            if statements.len() == 1 {
-                return source;
-            }
-            EngineError::InStatement {
-                index: index + 1,
-                line: statement.line,
-                column: statement.column,
-                source: Box::new(source),
-            }
-        };
         for (index, statement) in earlier.iter().enumerate() {
             self.execute_statement(statement)
                 .await
-                .map_err(|e| in_statement(index, statement, e))?;
+                .map_err(|source| in_statement(&statements, index, source))?;
         }
         self.stream_statement(last)
             .await
-            .map_err(|e| in_statement(earlier.len(), last, e))
+            .map_err(|source| in_statement(&statements, earlier.len(), source))
     }
 
     /// The dataset an object name refers to, if it is a single-part name of a dataset.

@@ -27,10 +27,9 @@ const SEGMENT_SUFFIX: &str = ".log";
 const LEADER_ROUNDS_MAX: u32 = 4;
 
 /// The log zero-fills segment space ahead of its frames, this much at a time, so that most
-/// commits overwrite allocated blocks without changing the file's size: `fdatasync` then flushes
-/// just those blocks instead of committing the file system's journal, which on ext4 also waits
-/// for other files' pending writes (components being flushed meanwhile). Replay reads an
-/// all-zero tail as the clean end of a segment.
+/// commits overwrite allocated blocks without changing the file's size: `fdatasync` then writes
+/// just those blocks, not the inode too (and, on a journaling file system, commits no journal
+/// transaction). Replay reads an all-zero tail as the clean end of a segment.
 const ZERO_FILL_BYTES: u64 = 4 << 20;
 
 pub(crate) fn segment_path(dir: &Path, first_lsn: u64) -> PathBuf {
@@ -46,7 +45,7 @@ fn parse_segment_name(name: &str) -> Option<u64> {
 
 /// Writes zeros over `[from, to)` of `file`.
 fn write_zeros(file: &File, from: u64, to: u64) -> std::io::Result<()> {
-    const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let mut offset = from;
     while offset < to {
         let len = (to - offset).min(ZEROS.len() as u64) as usize;

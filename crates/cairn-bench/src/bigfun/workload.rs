@@ -46,30 +46,44 @@ pub struct SetupText {
     pub author_index: &'static str,
 }
 
-/// In `QUERY_SYSTEMS` order, Cairn first.
+/// One system's setup files under bench/bigfun/queries/<system>/; `load` names its load.sql.
+macro_rules! setup_text {
+    ($system:literal) => {
+        setup_text!($system, None)
+    };
+    ($system:literal, load) => {
+        setup_text!(
+            $system,
+            Some(include_str!(concat!(
+                "../../../../bench/bigfun/queries/",
+                $system,
+                "/load.sql"
+            )))
+        )
+    };
+    ($system:literal, $load:expr) => {
+        SetupText {
+            system: $system,
+            load: $load,
+            indexes: include_str!(concat!(
+                "../../../../bench/bigfun/queries/",
+                $system,
+                "/indexes.sql"
+            )),
+            author_index: include_str!(concat!(
+                "../../../../bench/bigfun/queries/",
+                $system,
+                "/index-author.sql"
+            )),
+        }
+    };
+}
+
+/// In `QUERY_SYSTEMS` order, Cairn first (its data is loaded by the driver, not by a file).
 const SETUP_TEXTS: [SetupText; QUERY_SYSTEMS.len()] = [
-    SetupText {
-        system: "cairn",
-        load: None,
-        indexes: include_str!("../../../../bench/bigfun/queries/cairn/indexes.sql"),
-        author_index: include_str!("../../../../bench/bigfun/queries/cairn/index-author.sql"),
-    },
-    SetupText {
-        system: "duckdb",
-        load: Some(include_str!(
-            "../../../../bench/bigfun/queries/duckdb/load.sql"
-        )),
-        indexes: include_str!("../../../../bench/bigfun/queries/duckdb/indexes.sql"),
-        author_index: include_str!("../../../../bench/bigfun/queries/duckdb/index-author.sql"),
-    },
-    SetupText {
-        system: "postgres",
-        load: Some(include_str!(
-            "../../../../bench/bigfun/queries/postgres/load.sql"
-        )),
-        indexes: include_str!("../../../../bench/bigfun/queries/postgres/indexes.sql"),
-        author_index: include_str!("../../../../bench/bigfun/queries/postgres/index-author.sql"),
-    },
+    setup_text!("cairn"),
+    setup_text!("duckdb", load),
+    setup_text!("postgres", load),
 ];
 
 /// The size class of a selective operation (BIGFUN.md §3), or the batch size of an update.
