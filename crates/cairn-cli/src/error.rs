@@ -30,6 +30,9 @@ pub enum CliError {
     /// A benchmark could not run (bad arguments, data that could not be generated or loaded).
     #[error("benchmark failed: {0}")]
     Bench(String),
+    /// The server could not start (bad settings, a port in use) or stopped with an error.
+    #[error("serve: {0}")]
+    Serve(String),
 }
 
 impl CliError {
@@ -43,6 +46,7 @@ impl CliError {
             CliError::Output(_) => "CAIRN-X003",
             CliError::Runtime(_) => "CAIRN-X004",
             CliError::Bench(_) => "CAIRN-X005",
+            CliError::Serve(_) => "CAIRN-X006",
         }
     }
 

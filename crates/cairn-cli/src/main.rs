@@ -1,5 +1,5 @@
 //! `cairn`, the command-line client of a Cairn database directory: parses the arguments, opens
-//! the database and hands over to the `sql`, `shell` or `load` command (or, without a
+//! the database and hands over to the `sql`, `shell`, `load` or `serve` command (or, without a
 //! database, to `gen` and `bench`); errors are printed as
 //! `error [CODE]: message` with exit status 1 (usage errors exit with 2, from clap).
 
@@ -9,6 +9,7 @@ mod generate;
 mod load;
 mod output;
 mod run;
+mod serve;
 mod shell;
 mod sql;
 
@@ -29,6 +30,7 @@ use std::process::ExitCode;
         cairn --data ./db load Users users.json\n  \
         cairn --data ./db sql --format json \"SELECT * FROM Users\"\n  \
         cairn --data ./db shell\n  \
+        cairn --data ./db serve --http-port 19280\n  \
         cairn gen bigfun --users 10000 --out ./bigfun-data\n  \
         cairn bench bigfun --users 100000 --systems cairn,duckdb"
 )]
@@ -65,6 +67,9 @@ enum Command {
     /// All files are loaded together and atomically: an invalid record (reported with its file
     /// and line) or a duplicate key loads nothing.
     Load(load::LoadArgs),
+    /// Serve the database over HTTP (a query service shaped after AsterixDB's) until Ctrl-C or
+    /// SIGTERM; then flush every dataset and exit.
+    Serve(serve::ServeArgs),
     /// Generate benchmark data into a directory (does not open the database).
     #[command(subcommand)]
     Gen(generate::GenerateCommand),
@@ -102,6 +107,9 @@ fn run(cli: &Cli) -> Result<ExitCode, CliError> {
             // A mistyped input file is reported before the database directory is opened.
             let load_bytes = load::input_bytes(args)?;
             load::run(&open()?, args, load_bytes).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            serve::run(&runtime()?, &cli.data, args).map(|()| ExitCode::SUCCESS)
         }
         Command::Gen(command) => generate::run(command).map(|()| ExitCode::SUCCESS),
         Command::Bench(command) => bench::run(&runtime()?, command).map(|()| ExitCode::SUCCESS),
