@@ -40,6 +40,7 @@ pub mod prepared;
 pub mod scan_exec;
 pub mod script;
 pub mod table;
+pub mod yield_points;
 
 pub use database::Database;
 pub use error::{EngineError, Result};

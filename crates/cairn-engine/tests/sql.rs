@@ -225,3 +225,23 @@ async fn tables_report_their_live_row_count() {
         datafusion::common::stats::Precision::Inexact(39)
     );
 }
+
+/// A query that multiplies rows in a join must still reach await points, or it could not be
+/// cancelled: the join's output is charged against the task's budget, the scans' is already.
+#[tokio::test]
+async fn joins_get_a_yield_point_and_plain_scans_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.sql("CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)")
+        .await
+        .unwrap();
+    let joined = explain(&db, "SELECT count(*) FROM t a, t b WHERE a.v <> b.v").await;
+    let cooperative = joined.find("CooperativeExec").expect(&joined);
+    let join = joined.find("NestedLoopJoinExec").expect(&joined);
+    assert!(
+        cooperative < join,
+        "the yield point sits above the join:\n{joined}"
+    );
+    let scanned = explain(&db, "SELECT count(*) FROM t WHERE v > 1").await;
+    assert!(!scanned.contains("CooperativeExec"), "{scanned}");
+}

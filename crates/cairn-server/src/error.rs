@@ -31,7 +31,21 @@ pub struct ApiError {
     pub message: String,
 }
 
+/// Error codes of queries that were stopped rather than failed.
+pub const CANCELLED: &str = "CAIRN-H004";
+pub const TIMED_OUT: &str = "CAIRN-H005";
+
 impl ApiError {
+    /// The envelope's `status` word for a query that ended with this error, as AsterixDB
+    /// spells it.
+    pub fn status_word(&self) -> &'static str {
+        match self.code {
+            CANCELLED => "cancelled",
+            TIMED_OUT => "timeout",
+            _ => "fatal",
+        }
+    }
+
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
@@ -75,7 +89,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({
             "errors": self.json(),
-            "status": "fatal",
+            "status": self.status_word(),
         });
         (
             self.status,

@@ -5,6 +5,7 @@
 use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::metrics::{self, ServiceCounters};
+use crate::query_executor::QueryExecutor;
 use crate::query_runner;
 use crate::request::{Format, Mode, QueryRequest};
 use crate::response_body::{RemoveOnDrop, envelope_head, metrics_json, rows_body};
@@ -30,6 +31,7 @@ pub struct ServiceState {
     pub store: Arc<ResultStore>,
     pub queries: Arc<Semaphore>,
     pub counters: ServiceCounters,
+    pub executor: QueryExecutor,
 }
 
 pub fn router(state: Arc<ServiceState>) -> Router {
@@ -162,6 +164,7 @@ async fn submit_checked(
         .queries_started
         .fetch_add(1, Ordering::Relaxed);
     query_runner::start(
+        &state.executor,
         state.db.clone(),
         state.store.clone(),
         result.clone(),

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod http_service;
 pub mod metrics;
+pub mod query_executor;
 pub mod query_runner;
 pub mod request;
 pub mod response_body;

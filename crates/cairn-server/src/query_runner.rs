@@ -1,9 +1,11 @@
 //! Running a query for the service: the statement is planned and its output partitions are
-//! drained into the result store by one task each, under the query's timeout; a failure, a
-//! panic, a cancellation or the timeout stops every task and is recorded in the result.
+//! drained into the result store by one task each on the query runtime, watched by a task on
+//! the serving runtime that enforces the timeout; a failure, a panic, a cancellation or the
+//! timeout stops every task and is recorded in the result.
 
-use crate::error::ApiError;
-use crate::result_store::{ResultStore, StoredResult, TIMED_OUT};
+use crate::error::{ApiError, TIMED_OUT};
+use crate::query_executor::QueryExecutor;
+use crate::result_store::{ResultStore, StoredResult};
 use axum::http::StatusCode;
 use cairn_engine::{Database, StatementOutcome, StatementStream};
 use datafusion::physical_plan::ExecutionPlan;
@@ -13,8 +15,10 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
 /// Starts `result`'s query in the background. The permit (a slot of the concurrent-query cap)
-/// is held until the query ends.
+/// is held until the query ends. The watching task runs on the caller's runtime, so that a
+/// timeout fires on time even while every query thread is busy.
 pub fn start(
+    executor: &QueryExecutor,
     db: Arc<Database>,
     store: Arc<ResultStore>,
     result: Arc<StoredResult>,
@@ -22,9 +26,10 @@ pub fn start(
     permit: OwnedSemaphorePermit,
 ) {
     let supervised = result.clone();
+    let executor = executor.handle().clone();
     let task = tokio::spawn(async move {
         let _permit = permit;
-        let work = run(db, store, supervised.clone());
+        let work = run(executor, db, store, supervised.clone());
         let outcome = match timeout {
             Some(limit) => match tokio::time::timeout(limit, work).await {
                 Ok(outcome) => outcome,
@@ -47,6 +52,7 @@ pub fn start(
 }
 
 async fn run(
+    executor: tokio::runtime::Handle,
     db: Arc<Database>,
     store: Arc<ResultStore>,
     result: Arc<StoredResult>,
@@ -55,7 +61,7 @@ async fn run(
     // Planning runs on its own task so that a panic in it is caught like any other.
     let planning = {
         let (db, statement, args) = (db.clone(), request.statement.clone(), request.args.clone());
-        tokio::spawn(async move {
+        executor.spawn(async move {
             if args.is_empty() {
                 db.stream_script(&statement).await
             } else {
@@ -87,7 +93,7 @@ async fn run(
             let mut drains = Vec::new();
             for (index, mut stream) in partitions.into_iter().enumerate() {
                 let (store, target) = (store.clone(), result.clone());
-                let drain = tokio::spawn(async move {
+                let drain = executor.spawn(async move {
                     while let Some(batch) = stream.next().await {
                         let batch = batch.map_err(|e| ApiError::engine(&e.into()))?;
                         if batch.num_rows() > 0 {

@@ -211,9 +211,7 @@ impl BodyState {
                 Ok(()) => "success".to_string(),
                 Err(error) => {
                     tail.push_str(&format!(",\"errors\":{}", error.json()));
-                    crate::result_store::ResultStatus::Failed(error.clone())
-                        .word()
-                        .to_string()
+                    error.status_word().to_string()
                 }
             };
             tail.push_str(&format!(

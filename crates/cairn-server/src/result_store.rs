@@ -5,7 +5,7 @@
 //! expired results are remembered (boundedly) so that a client is told "expired", not "unknown".
 //! Readers take a result's batches while it fills, in partition order or as they come.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, CANCELLED};
 use crate::request::{QueryRequest, Reading};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -41,16 +41,10 @@ impl ResultStatus {
         match self {
             ResultStatus::Running => "running",
             ResultStatus::Success => "success",
-            ResultStatus::Failed(e) if e.code == CANCELLED => "cancelled",
-            ResultStatus::Failed(e) if e.code == TIMED_OUT => "timeout",
-            ResultStatus::Failed(_) => "fatal",
+            ResultStatus::Failed(e) => e.status_word(),
         }
     }
 }
-
-/// Error codes of results that were stopped rather than failed.
-pub const CANCELLED: &str = "CAIRN-H004";
-pub const TIMED_OUT: &str = "CAIRN-H005";
 
 /// The byte budget, lifetime and count cap of the store.
 #[derive(Debug, Clone)]
@@ -284,9 +278,28 @@ impl ResultStore {
         };
         let mut freed = 0;
         let mut spilled = 0;
+        let written = self.spill_batches(result, &schema, &mut state, &mut freed, &mut spilled);
+        // Batches written before a failure stay spilled: account for them either way.
+        state.memory_bytes -= freed;
+        drop(state);
+        self.memory_bytes.fetch_sub(freed, Ordering::Relaxed);
+        self.counters
+            .spilled_bytes
+            .fetch_add(spilled, Ordering::Relaxed);
+        written
+    }
+
+    fn spill_batches(
+        &self,
+        result: &StoredResult,
+        schema: &SchemaRef,
+        state: &mut ResultState,
+        freed: &mut u64,
+        spilled: &mut u64,
+    ) -> std::io::Result<()> {
         let ResultState {
             partitions, spill, ..
-        } = &mut *state;
+        } = state;
         for partition in partitions.iter_mut() {
             for slot in partition.batches.iter_mut() {
                 let Slot::Memory { batch, bytes } = slot else {
@@ -305,10 +318,10 @@ impl ResultStore {
                 let Some((_, file, len)) = spill.as_mut() else {
                     continue;
                 };
-                let encoded = encode_batch(&schema, batch)?;
+                let encoded = encode_batch(schema, batch)?;
                 file.write_all_at(&encoded, *len)?;
-                freed += *bytes;
-                spilled += encoded.len() as u64;
+                *freed += *bytes;
+                *spilled += encoded.len() as u64;
                 *slot = Slot::Spilled {
                     offset: *len,
                     len: encoded.len() as u64,
@@ -319,12 +332,6 @@ impl ResultStore {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        state.memory_bytes -= freed;
-        drop(state);
-        self.memory_bytes.fetch_sub(freed, Ordering::Relaxed);
-        self.counters
-            .spilled_bytes
-            .fetch_add(spilled, Ordering::Relaxed);
         Ok(())
     }
 
@@ -548,48 +555,45 @@ impl ResultReader {
             });
         }
         self.next_slot.resize(count, 0);
-        let candidates: Vec<usize> = match self.reading {
-            Reading::Sequential => (self.partition..count).take(1).collect(),
-            Reading::Opportunistic => (0..count).map(|i| (self.partition + i) % count).collect(),
-        };
-        for p in candidates {
-            let partition = &state.partitions[p];
-            let index = self.next_slot[p];
-            if index < partition.batches.len() {
-                self.next_slot[p] += 1;
-                if self.reading == Reading::Opportunistic {
-                    self.partition = (p + 1) % count;
+        loop {
+            let candidates: Vec<usize> = match self.reading {
+                Reading::Sequential => (self.partition..count).take(1).collect(),
+                Reading::Opportunistic => {
+                    (0..count).map(|i| (self.partition + i) % count).collect()
                 }
-                let batch = match &partition.batches[index] {
-                    Slot::Memory { batch, .. } => batch.clone(),
-                    Slot::Spilled { offset, len } => read_spilled(&state.spill, *offset, *len)
-                        .map_err(|e| {
-                            ApiError::new(
-                                StatusCode::INTERNAL_SERVER_ERROR,
-                                "CAIRN-H006",
-                                format!("cannot read the spilled result: {e}"),
-                            )
-                        })?,
-                };
-                return Ok(Step::Batch(batch));
+            };
+            for p in candidates {
+                let partition = &state.partitions[p];
+                let index = self.next_slot[p];
+                if index < partition.batches.len() {
+                    self.next_slot[p] += 1;
+                    if self.reading == Reading::Opportunistic {
+                        self.partition = (p + 1) % count;
+                    }
+                    let batch = match &partition.batches[index] {
+                        Slot::Memory { batch, .. } => batch.clone(),
+                        Slot::Spilled { offset, len } => read_spilled(&state.spill, *offset, *len)
+                            .map_err(|e| {
+                                ApiError::new(
+                                    StatusCode::INTERNAL_SERVER_ERROR,
+                                    "CAIRN-H006",
+                                    format!("cannot read the spilled result: {e}"),
+                                )
+                            })?,
+                    };
+                    return Ok(Step::Batch(batch));
+                }
             }
-        }
-        // Nothing ready: move past finished partitions, or wait for more.
-        if self.reading == Reading::Sequential {
-            while self.partition < count
-                && state.partitions[self.partition].done
-                && self.next_slot[self.partition] >= state.partitions[self.partition].batches.len()
-            {
-                self.partition += 1;
+            // Sequential reading moves on only once the current partition is done and read.
+            if self.reading == Reading::Sequential && self.partition < count {
+                let current = &state.partitions[self.partition];
+                if current.done && self.next_slot[self.partition] >= current.batches.len() {
+                    self.partition += 1;
+                    continue;
+                }
+                return Ok(Step::Wait);
             }
-            if self.partition < count {
-                drop(state);
-                return if self.partition_has_batch() {
-                    self.step()
-                } else {
-                    Ok(Step::Wait)
-                };
-            }
+            break;
         }
         let all_read = state
             .partitions
@@ -603,14 +607,6 @@ impl ResultReader {
         } else {
             Step::Wait
         })
-    }
-
-    fn partition_has_batch(&self) -> bool {
-        let state = self.result.state.lock();
-        state
-            .partitions
-            .get(self.partition)
-            .is_some_and(|p| self.next_slot[self.partition] < p.batches.len())
     }
 }
 

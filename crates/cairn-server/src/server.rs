@@ -4,6 +4,7 @@
 use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::http_service::{ServiceState, router};
+use crate::query_executor::QueryExecutor;
 use crate::result_store::{ResultStore, StoreLimits};
 use cairn_engine::Database;
 use std::net::SocketAddr;
@@ -45,6 +46,7 @@ impl Server {
             config,
             store,
             counters: Default::default(),
+            executor: QueryExecutor::new()?,
         });
         Ok(Server { listener, state })
     }

@@ -64,13 +64,22 @@ impl Reply {
 }
 
 /// One HTTP/1.1 exchange with `Connection: close`; decodes a chunked body.
-fn http(address: SocketAddr, method: &str, path: &str, extra: &[(&str, &str)], body: &str) -> Reply {
+fn http(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let mut stream = TcpStream::connect(address).unwrap();
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+    if !extra
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
         request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
     }
     for (name, value) in extra {
@@ -84,7 +93,14 @@ fn http(address: SocketAddr, method: &str, path: &str, extra: &[(&str, &str)], b
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -98,7 +114,9 @@ fn http(address: SocketAddr, method: &str, path: &str, extra: &[(&str, &str)], b
         let mut rest = &body[..];
         loop {
             let line_end = rest.windows(2).position(|w| w == b"\r\n").unwrap();
-            let size = usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap().trim(), 16).unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap().trim(), 16)
+                    .unwrap();
             rest = &rest[line_end + 2..];
             if size == 0 {
                 break;
@@ -108,7 +126,11 @@ fn http(address: SocketAddr, method: &str, path: &str, extra: &[(&str, &str)], b
         }
         body = decoded;
     }
-    Reply { status, headers, body }
+    Reply {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn form(pairs: &[(&str, &str)]) -> String {
@@ -128,7 +150,9 @@ fn query(server: &TestServer, pairs: &[(&str, &str)]) -> Reply {
 }
 
 fn setup_items(server: &TestServer, rows: i64) {
-    let values: Vec<String> = (1..=rows).map(|i| format!("({i}, 'item{i}', {})", i % 7)).collect();
+    let values: Vec<String> = (1..=rows)
+        .map(|i| format!("({i}, 'item{i}', {})", i % 7))
+        .collect();
     let reply = query(
         server,
         &[(
@@ -151,14 +175,26 @@ fn immediate_queries_answer_in_every_format() {
     let server = serve(ServerConfig::default());
     setup_items(&server, 50);
     let select = "SELECT id, name FROM items WHERE bucket = 3 ORDER BY id";
-    let reply = query(&server, &[("statement", select), ("client_context_id", "c1")]);
+    let reply = query(
+        &server,
+        &[("statement", select), ("client_context_id", "c1")],
+    );
     assert_eq!(reply.status, 200);
     let envelope = reply.json();
     assert_eq!(envelope["status"], "success");
     assert_eq!(envelope["clientContextID"], "c1");
-    assert!(envelope["requestID"].as_str().is_some_and(|id| id.len() == 36));
+    assert!(
+        envelope["requestID"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36)
+    );
     assert_eq!(envelope["signature"]["columns"][1]["name"], "name");
-    let ids: Vec<i64> = envelope["results"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> = envelope["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
     assert_eq!(ids, vec![3, 10, 17, 24, 31, 38, 45]);
     assert_eq!(envelope["results"][0]["name"], "item3");
     assert_eq!(envelope["metrics"]["resultCount"], 7);
@@ -166,19 +202,33 @@ fn immediate_queries_answer_in_every_format() {
 
     let csv = query(&server, &[("statement", select), ("format", "csv")]);
     assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
-    assert_eq!(csv.text().lines().collect::<Vec<_>>()[..3], ["id,name", "3,item3", "10,item10"]);
+    assert_eq!(
+        csv.text().lines().collect::<Vec<_>>()[..3],
+        ["id,name", "3,item3", "10,item10"]
+    );
 
     let ndjson = query(&server, &[("statement", select), ("format", "ndjson")]);
-    let lines: Vec<Value> = ndjson.text().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = ndjson
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 7);
     assert_eq!(lines[6]["id"], 45);
 
     let arrow = query(&server, &[("statement", select), ("format", "arrow")]);
-    let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(arrow.body), None).unwrap();
+    let reader =
+        arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(arrow.body), None).unwrap();
     let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(rows, 7);
 
-    let empty = query(&server, &[("statement", "SELECT id FROM items WHERE id < 0"), ("format", "csv")]);
+    let empty = query(
+        &server,
+        &[
+            ("statement", "SELECT id FROM items WHERE id < 0"),
+            ("format", "csv"),
+        ],
+    );
     assert_eq!(empty.text(), "id\n");
 
     let json_args = http(
@@ -188,7 +238,10 @@ fn immediate_queries_answer_in_every_format() {
         &[("Content-Type", "application/json")],
         r#"{"statement": "SELECT name FROM items WHERE id = $1", "args": [42]}"#,
     );
-    assert_eq!(json_args.json()["results"], serde_json::json!([{"name": "item42"}]));
+    assert_eq!(
+        json_args.json()["results"],
+        serde_json::json!([{"name": "item42"}])
+    );
 }
 
 #[test]
@@ -198,7 +251,10 @@ fn async_and_deferred_results_live_until_deleted_or_expired() {
         ..Default::default()
     });
     setup_items(&server, 30);
-    let submitted = query(&server, &[("statement", "SELECT id FROM items"), ("mode", "async")]);
+    let submitted = query(
+        &server,
+        &[("statement", "SELECT id FROM items"), ("mode", "async")],
+    );
     assert_eq!(submitted.status, 202);
     let status_url = submitted.json()["handle"].as_str().unwrap().to_string();
     let started = Instant::now();
@@ -216,14 +272,24 @@ fn async_and_deferred_results_live_until_deleted_or_expired() {
         assert_eq!(result["results"].as_array().unwrap().len(), 30);
     }
 
-    let deferred = query(&server, &[("statement", "SELECT id FROM items WHERE id <= 5"), ("mode", "deferred"), ("format", "ndjson")]);
+    let deferred = query(
+        &server,
+        &[
+            ("statement", "SELECT id FROM items WHERE id <= 5"),
+            ("mode", "deferred"),
+            ("format", "ndjson"),
+        ],
+    );
     assert_eq!(deferred.status, 200);
     let deferred_url = deferred.json()["handle"].as_str().unwrap().to_string();
     let rows = http(server.address, "GET", &deferred_url, &[], "");
     assert_eq!(rows.text().lines().count(), 5);
     let deleted = http(server.address, "DELETE", &deferred_url, &[], "");
     assert_eq!(deleted.status, 200);
-    assert_eq!(http(server.address, "GET", &deferred_url, &[], "").status, 404);
+    assert_eq!(
+        http(server.address, "GET", &deferred_url, &[], "").status,
+        404
+    );
 
     std::thread::sleep(Duration::from_millis(1300));
     let expired = http(server.address, "GET", &result_url, &[], "");
@@ -238,21 +304,52 @@ fn async_and_deferred_results_live_until_deleted_or_expired() {
 fn running_queries_are_cancelled_by_context_id_timeout_and_disconnect() {
     let server = serve(ServerConfig::default());
     setup_items(&server, 2000);
-    let submitted = query(&server, &[("statement", SLOW), ("mode", "async"), ("client_context_id", "slow-1")]);
+    let submitted = query(
+        &server,
+        &[
+            ("statement", SLOW),
+            ("mode", "async"),
+            ("client_context_id", "slow-1"),
+        ],
+    );
     let status_url = submitted.json()["handle"].as_str().unwrap().to_string();
     std::thread::sleep(Duration::from_millis(200));
-    let cancelled = http(server.address, "DELETE", "/query/service?client_context_id=slow-1", &[], "");
+    let cancelled = http(
+        server.address,
+        "DELETE",
+        "/query/service?client_context_id=slow-1",
+        &[],
+        "",
+    );
     assert_eq!(cancelled.status, 200, "{}", cancelled.text());
     let status = http(server.address, "GET", &status_url, &[], "").json();
     assert_eq!(status["status"], "cancelled");
-    assert_eq!(http(server.address, "DELETE", "/query/service?client_context_id=slow-1", &[], "").status, 404);
+    assert_eq!(
+        http(
+            server.address,
+            "DELETE",
+            "/query/service?client_context_id=slow-1",
+            &[],
+            ""
+        )
+        .status,
+        404
+    );
+    // The cancelled result stays readable until its handle is deleted.
+    let removed = http(server.address, "DELETE", &status_url, &[], "");
+    assert_eq!(removed.json()["status"], "removed", "{}", removed.text());
 
     let started = Instant::now();
     let timed_out = query(&server, &[("statement", SLOW), ("timeout", "300ms")]);
     assert!(started.elapsed() < Duration::from_secs(10));
     let envelope = timed_out.json();
     assert_eq!(envelope["status"], "timeout", "{envelope}");
-    assert!(envelope["errors"][0]["msg"].as_str().unwrap().contains("timeout of 300.000ms"));
+    assert!(
+        envelope["errors"][0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("timeout of 300.000ms")
+    );
 
     // A client that goes away cancels its immediate query: the slot it held frees up.
     let mut stream = TcpStream::connect(server.address).unwrap();
@@ -284,10 +381,22 @@ fn results_spill_under_a_tiny_budget_and_read_back_whole() {
         ..Default::default()
     });
     setup_items(&server, 3000);
-    let deferred = query(&server, &[("statement", "SELECT id, name FROM items"), ("mode", "deferred"), ("reading", "sequential")]);
+    let deferred = query(
+        &server,
+        &[
+            ("statement", "SELECT id, name FROM items"),
+            ("mode", "deferred"),
+            ("reading", "sequential"),
+        ],
+    );
     let url = deferred.json()["handle"].as_str().unwrap().to_string();
     let results = http(server.address, "GET", &url, &[], "").json();
-    let mut ids: Vec<i64> = results["results"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let mut ids: Vec<i64> = results["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
     ids.sort_unstable();
     assert_eq!(ids, (1..=3000).collect::<Vec<_>>());
     let metrics = http(server.address, "GET", "/metrics", &[], "").text();
@@ -298,7 +407,10 @@ fn results_spill_under_a_tiny_budget_and_read_back_whole() {
         .parse()
         .unwrap();
     assert!(spilled >= 1.0, "{metrics}");
-    assert!(metrics.contains("cairn_result_store_memory_bytes 0"), "{metrics}");
+    assert!(
+        metrics.contains("cairn_result_store_memory_bytes 0"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -309,18 +421,57 @@ fn bad_input_gets_clear_answers_and_the_server_keeps_serving() {
     });
     setup_items(&server, 3);
     let cases: Vec<(Reply, u16, &str)> = vec![
-        (query(&server, &[("statement", "SELEC id FROM items")]), 400, "CAIRN-Q002"),
-        (query(&server, &[("statement", "SELECT nope FROM items")]), 400, "nope"),
-        (query(&server, &[("statement", "SELECT 1"), ("colour", "red")]), 400, "unknown parameter `colour`"),
-        (query(&server, &[("statement", "SELECT 1"), ("mode", "soon")]), 400, "parameter `mode`"),
-        (query(&server, &[("statement", "SELECT 1"), ("format", "xml")]), 400, "parameter `format`"),
-        (query(&server, &[("statement", &"x".repeat(5000))]), 413, "request_bytes_max"),
-        (query(&server, &[("statement", "INSERT INTO items VALUES (1, 'again', 0)")]), 400, "CAIRN-S006"),
-        (http(server.address, "GET", "/nowhere", &[], ""), 404, "no such endpoint"),
+        (
+            query(&server, &[("statement", "SELEC id FROM items")]),
+            400,
+            "CAIRN-Q002",
+        ),
+        (
+            query(&server, &[("statement", "SELECT nope FROM items")]),
+            400,
+            "nope",
+        ),
+        (
+            query(&server, &[("statement", "SELECT 1"), ("colour", "red")]),
+            400,
+            "unknown parameter `colour`",
+        ),
+        (
+            query(&server, &[("statement", "SELECT 1"), ("mode", "soon")]),
+            400,
+            "parameter `mode`",
+        ),
+        (
+            query(&server, &[("statement", "SELECT 1"), ("format", "xml")]),
+            400,
+            "parameter `format`",
+        ),
+        (
+            query(&server, &[("statement", &"x".repeat(5000))]),
+            413,
+            "request_bytes_max",
+        ),
+        (
+            query(
+                &server,
+                &[("statement", "INSERT INTO items VALUES (1, 'again', 0)")],
+            ),
+            400,
+            "CAIRN-S006",
+        ),
+        (
+            http(server.address, "GET", "/nowhere", &[], ""),
+            404,
+            "no such endpoint",
+        ),
     ];
     for (reply, status, expected) in cases {
         assert_eq!(reply.status, status, "{}", reply.text());
-        assert!(reply.text().contains(expected), "{expected}: {}", reply.text());
+        assert!(
+            reply.text().contains(expected),
+            "{expected}: {}",
+            reply.text()
+        );
         if reply.status != 404 {
             assert_eq!(reply.json()["status"], "fatal");
         }
@@ -339,10 +490,22 @@ fn a_token_guards_everything_but_health() {
     let missing = http(server.address, "POST", "/query/service", &[], &body);
     assert_eq!(missing.status, 401);
     assert!(missing.text().contains("missing token"));
-    let wrong = http(server.address, "POST", "/query/service", &[("Authorization", "Bearer nope")], &body);
+    let wrong = http(
+        server.address,
+        "POST",
+        "/query/service",
+        &[("Authorization", "Bearer nope")],
+        &body,
+    );
     assert_eq!(wrong.status, 401);
     assert!(wrong.text().contains("wrong token"));
-    let right = http(server.address, "POST", "/query/service", &[("Authorization", "Bearer s3cret")], &body);
+    let right = http(
+        server.address,
+        "POST",
+        "/query/service",
+        &[("Authorization", "Bearer s3cret")],
+        &body,
+    );
     assert_eq!(right.json()["results"][0]["one"], 1);
     assert_eq!(http(server.address, "GET", "/health", &[], "").status, 200);
     assert_eq!(http(server.address, "GET", "/metrics", &[], "").status, 401);
