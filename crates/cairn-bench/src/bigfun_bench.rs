@@ -9,10 +9,13 @@ use crate::bigfun::workload::{self, Case};
 use crate::bigfun::{GenerateOptions, generate_to_dir};
 use crate::bigfun_report;
 use crate::environment::Environment;
+use crate::http_client::QueryClient;
 use cairn_engine::{Database, StatementOutcome};
+use cairn_server::{Server, ServerConfig};
 use cairn_storage::StorageOptions;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every system the driver knows, in report column order.
@@ -259,6 +262,7 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
 
     // Cairn is loaded first whatever the systems: the parameter generator calibrates on it.
     let (db, mut cairn) = load_cairn(args, &data).await?;
+    let db = Arc::new(db);
     eprintln!("drawing parameters for {} cases", cases.len());
     let mut generator = ParameterGenerator::new(&db, population, args.seed);
     let mut plan = Vec::new();
@@ -280,17 +284,28 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
     // Resolved once: python-env.sh installs the peers' packages, and the chart needs it too.
     let python = peer_python(args);
     let mut systems = Vec::new();
+    let mut author_index_created = false;
     for system in &args.systems {
         let outcome = match system.as_str() {
             "cairn" => {
-                run_cairn_cases(&db, &plan, args.timeout_seconds, &mut cairn).await?;
+                let mut door = CairnDoor::Embedded(db.clone());
+                run_cairn_cases(
+                    &mut door,
+                    &plan,
+                    args.timeout_seconds,
+                    &mut cairn,
+                    &mut author_index_created,
+                )
+                .await?;
                 cairn.clone()
             }
+            "cairn-http" => {
+                match run_cairn_http(args, &db, &plan, &cairn, &mut author_index_created).await {
+                    Ok(outcome) => outcome,
+                    Err(e) => SystemOutcome::unavailable(system, format!("failed: {e}")),
+                }
+            }
             "duckdb" | "postgres" => run_python_peer(args, &python, system, &data, &plan),
-            "cairn-http" => SystemOutcome::unavailable(
-                system,
-                "not available yet: Cairn's HTTP API (`cairn serve`) is not built".into(),
-            ),
             other => SystemOutcome::unavailable(
                 other,
                 format!("not available yet: the {other} harness under bench/peers/ is not written"),
@@ -358,69 +373,188 @@ fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<Strin
         .map_err(|e| format!("{system} {}: {e}", planned.label))
 }
 
+/// How the driver reaches Cairn: in the same process, or through the HTTP query service.
+enum CairnDoor {
+    Embedded(Arc<Database>),
+    Http(QueryClient),
+}
+
+impl CairnDoor {
+    fn name(&self) -> &'static str {
+        match self {
+            CairnDoor::Embedded(_) => "cairn",
+            CairnDoor::Http(_) => "cairn-http",
+        }
+    }
+
+    async fn run(&mut self, sql: &str, warmup: bool, timeout_seconds: f64) -> RunOutcome {
+        let mut outcome = RunOutcome {
+            warmup,
+            ..RunOutcome::default()
+        };
+        let limit = Duration::from_secs_f64(timeout_seconds);
+        let started = Instant::now();
+        let answer = match self {
+            CairnDoor::Embedded(db) => tokio::time::timeout(limit, embedded_answer(db, sql)).await,
+            CairnDoor::Http(client) => {
+                tokio::time::timeout(limit, http_answer(client, sql, timeout_seconds)).await
+            }
+        };
+        outcome.seconds = started.elapsed().as_secs_f64();
+        match answer {
+            Err(_) => outcome.timed_out = true,
+            Ok(Err(error)) => outcome.error = Some(error),
+            Ok(Ok(Answer::Rows(rows))) => {
+                outcome.rows = Some(rows.len());
+                outcome.checksum = Some(canonical::checksum(rows));
+            }
+            Ok(Ok(Answer::Changed(count))) => outcome.rows = Some(count),
+        }
+        outcome
+    }
+}
+
+/// A statement's result as the driver compares it.
+enum Answer {
+    /// Canonical rows.
+    Rows(Vec<String>),
+    /// Records changed.
+    Changed(usize),
+}
+
+async fn embedded_answer(db: &Database, sql: &str) -> Result<Answer, String> {
+    let mut statements = db.execute_script(sql).await.map_err(|e| e.to_string())?;
+    match statements.pop().map(|s| s.outcome) {
+        Some(StatementOutcome::Rows { batches, .. }) => canonical::batch_rows(&batches)
+            .map(Answer::Rows)
+            .map_err(|e| format!("cannot canonicalize the answer: {e}")),
+        Some(StatementOutcome::Changed { count, .. }) => Ok(Answer::Changed(count as usize)),
+        _ => Ok(Answer::Changed(0)),
+    }
+}
+
+/// Runs `sql` through the query service (JSON envelope, immediate mode); the rows are put in
+/// the signature's column order before canonicalization.
+async fn http_answer(
+    client: &mut QueryClient,
+    sql: &str,
+    timeout_seconds: f64,
+) -> Result<Answer, String> {
+    let timeout = format!("{timeout_seconds}s");
+    let exchange = client
+        .query(&[("statement", sql), ("timeout", &timeout)])
+        .await
+        .map_err(|e| e.to_string())?;
+    let envelope = exchange.json().map_err(|e| e.to_string())?;
+    if exchange.status != 200 || envelope["status"] != "success" {
+        return Err(format!("HTTP {}: {}", exchange.status, envelope["errors"]));
+    }
+    if let Some(count) = envelope["metrics"]["mutationCount"].as_u64() {
+        return Ok(Answer::Changed(count as usize));
+    }
+    let names: Vec<&str> = envelope["signature"]["columns"]
+        .as_array()
+        .map(|columns| columns.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    let rows = envelope["results"]
+        .as_array()
+        .ok_or("the envelope has no results")?
+        .iter()
+        .map(|row| {
+            let values: Vec<serde_json::Value> = names
+                .iter()
+                .map(|name| row.get(*name).cloned().unwrap_or(serde_json::Value::Null))
+                .collect();
+            canonical::canonical_row(&values)
+        })
+        .collect();
+    Ok(Answer::Rows(rows))
+}
+
+/// Serves the loaded database over HTTP in this process (127.0.0.1, a free port) and runs the
+/// plan through it with one keep-alive client.
+async fn run_cairn_http(
+    args: &BigfunBenchArgs,
+    db: &Arc<Database>,
+    plan: &[PlannedCase],
+    embedded: &SystemOutcome,
+    author_index_created: &mut bool,
+) -> Result<SystemOutcome, Error> {
+    let scratch = args.work_dir.join("bigfun-cairn-http");
+    let config = ServerConfig {
+        http_port: 0,
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(db.clone(), &scratch, config).await?;
+    let address = server.http_address()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(async {
+        let _ = stopped.await;
+    }));
+    let mut outcome = SystemOutcome {
+        system: "cairn-http".into(),
+        version: format!(
+            "Cairn {} (`cairn serve` query service, JSON over loopback HTTP)",
+            env!("CARGO_PKG_VERSION")
+        ),
+        status: "ran".into(),
+        // The same database as `cairn`: its load and index builds are not repeated.
+        setup: Vec::new(),
+        size_bytes: embedded.size_bytes,
+        cases: Vec::new(),
+    };
+    let client = QueryClient::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut door = CairnDoor::Http(client);
+    let ran = run_cairn_cases(
+        &mut door,
+        plan,
+        args.timeout_seconds,
+        &mut outcome,
+        author_index_created,
+    )
+    .await;
+    let _ = stop.send(());
+    let _ = serving.await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    ran?;
+    Ok(outcome)
+}
+
 async fn run_cairn_cases(
-    db: &Database,
+    door: &mut CairnDoor,
     plan: &[PlannedCase],
     timeout_seconds: f64,
     outcome: &mut SystemOutcome,
+    author_index_created: &mut bool,
 ) -> Result<(), Error> {
-    let mut author_index_created = false;
     for planned in plan {
-        if planned.case.with_author_index && !author_index_created {
-            let author_index = db.execute_script(workload::CAIRN_SETUP.author_index);
-            let (_, step) = SetupStep::timed("author_id index", author_index).await?;
-            outcome.setup.push(step);
-            author_index_created = true;
+        if planned.case.with_author_index && !*author_index_created {
+            let run = door
+                .run(workload::CAIRN_SETUP.author_index, false, timeout_seconds)
+                .await;
+            if let Some(error) = run.error {
+                return Err(format!("author_id index: {error}").into());
+            }
+            outcome.setup.push(SetupStep {
+                name: "author_id index".into(),
+                seconds: run.seconds,
+            });
+            *author_index_created = true;
         }
         let mut runs = Vec::new();
         for run in &planned.runs {
             let sql = render("cairn", planned, run)?;
-            runs.push(run_cairn_once(db, &sql, run.warmup, timeout_seconds).await);
+            runs.push(door.run(&sql, run.warmup, timeout_seconds).await);
         }
-        eprintln!("cairn: {} done", planned.label);
+        eprintln!("{}: {} done", door.name(), planned.label);
         outcome.cases.push(CaseOutcome {
             label: planned.label.clone(),
             runs,
         });
     }
     Ok(())
-}
-
-async fn run_cairn_once(
-    db: &Database,
-    sql: &str,
-    warmup: bool,
-    timeout_seconds: f64,
-) -> RunOutcome {
-    let mut outcome = RunOutcome {
-        warmup,
-        ..RunOutcome::default()
-    };
-    let started = Instant::now();
-    let executed = tokio::time::timeout(
-        Duration::from_secs_f64(timeout_seconds),
-        db.execute_script(sql),
-    )
-    .await;
-    outcome.seconds = started.elapsed().as_secs_f64();
-    match executed {
-        Err(_) => outcome.timed_out = true,
-        Ok(Err(error)) => outcome.error = Some(error.to_string()),
-        Ok(Ok(mut statements)) => match statements.pop().map(|s| s.outcome) {
-            Some(StatementOutcome::Rows { batches, .. }) => match canonical::batch_rows(&batches) {
-                Ok(rows) => {
-                    outcome.rows = Some(rows.len());
-                    outcome.checksum = Some(canonical::checksum(rows));
-                }
-                Err(error) => {
-                    outcome.error = Some(format!("cannot canonicalize the answer: {error}"))
-                }
-            },
-            Some(StatementOutcome::Changed { count, .. }) => outcome.rows = Some(count as usize),
-            _ => outcome.rows = Some(0),
-        },
-    }
-    outcome
 }
 
 /// `relative` (a path inside the repository) from the working directory when it is the

@@ -6,6 +6,7 @@ use cairn_bench::bigfun_bench::{self, BigfunBenchArgs};
 use cairn_bench::generator_bench;
 use cairn_bench::index_bench;
 use cairn_bench::quickstart;
+use cairn_bench::server_bench::{self, ServerBenchConfig};
 use cairn_bench::sql_bench::{self, SqlBenchConfig};
 use cairn_bench::storage_bench::{self, StorageBenchConfig};
 use clap::{Parser, Subcommand};
@@ -80,6 +81,9 @@ enum Command {
     },
     /// The BigFUN generator benchmark: MB/s of JSON, with and without the normalized tables.
     BigfunGen(BigfunRun),
+    /// The query service over HTTP: key-lookup latency, a large result's first row and
+    /// streaming rate, and small and large query streams side by side (bench/results/server.md).
+    Server(ServerBenchConfig),
     /// BigFUN end to end: every operation on Cairn and the peer systems, compared
     /// (bench/results/bigfun-<users>.md).
     Bigfun(BigfunBenchArgs),
@@ -194,6 +198,14 @@ fn main() {
                 .and_then(|runtime| runtime.block_on(index_bench::run(&run)))
                 .map(|()| print_report(&run.results_dir, "indexes.md"))
         }
+        Command::Server(config) => tokio::runtime::Runtime::new()
+            .map_err(|e| e.into())
+            .and_then(|runtime| {
+                runtime
+                    .block_on(server_bench::run(&config))
+                    .map_err(|e| -> Box<dyn std::error::Error> { e })
+            })
+            .map(|()| print_report(&config.results_dir, "server.md")),
         Command::Bigfun(args) => tokio::runtime::Runtime::new()
             .map_err(|e| e.into())
             .and_then(|runtime| runtime.block_on(bigfun_bench::run(&args)))

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
 /// Starts `result`'s query in the background. The permit (a slot of the concurrent-query cap)
-/// is held until the query ends. The watching task runs on the caller's runtime, so that a
+/// is held by the result until it stops running. The watching task runs on the caller's runtime, so that a
 /// timeout fires on time even while every query thread is busy.
 pub fn start(
     executor: &QueryExecutor,
@@ -27,8 +27,8 @@ pub fn start(
 ) {
     let supervised = result.clone();
     let executor = executor.handle().clone();
+    result.hold_slot(permit);
     let task = tokio::spawn(async move {
-        let _permit = permit;
         let work = run(executor, db, store, supervised.clone());
         let outcome = match timeout {
             Some(limit) => match tokio::time::timeout(limit, work).await {

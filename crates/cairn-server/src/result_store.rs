@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio::task::AbortHandle;
 
 /// Handles of expired results remembered to answer 410 rather than 404.
@@ -97,6 +97,10 @@ struct ResultState {
     finished: Option<Instant>,
     /// The query's work, aborted when it is cancelled or times out.
     tasks: Vec<AbortHandle>,
+    /// The query's slot of the concurrent-query cap, given back the moment the result stops
+    /// running — not when its tasks have wound down — so a client that got its answer can
+    /// send the next query at once.
+    slot: Option<OwnedSemaphorePermit>,
     metrics: ResultMetrics,
 }
 
@@ -173,6 +177,7 @@ impl ResultStore {
                 last_active: Instant::now(),
                 finished: None,
                 tasks: Vec::new(),
+                slot: None,
                 metrics: ResultMetrics::default(),
             }),
             changed: Notify::new(),
@@ -414,6 +419,14 @@ impl StoredResult {
         }
     }
 
+    /// Holds `slot` while the query runs.
+    pub fn hold_slot(&self, slot: OwnedSemaphorePermit) {
+        let mut state = self.state.lock();
+        if state.status == ResultStatus::Running {
+            state.slot = Some(slot);
+        }
+    }
+
     /// Marks the result complete, with what its query reported.
     pub fn succeed(&self, update: impl FnOnce(&mut ResultMetrics)) {
         let mut state = self.state.lock();
@@ -425,6 +438,7 @@ impl StoredResult {
         state.metrics.execution_time = Some(self.started.elapsed());
         update(&mut state.metrics);
         state.tasks.clear();
+        state.slot = None;
         drop(state);
         self.changed.notify_waiters();
     }
@@ -445,6 +459,7 @@ impl StoredResult {
         for task in state.tasks.drain(..) {
             task.abort();
         }
+        state.slot = None;
         drop(state);
         self.changed.notify_waiters();
     }

@@ -510,3 +510,119 @@ fn a_token_guards_everything_but_health() {
     assert_eq!(http(server.address, "GET", "/health", &[], "").status, 200);
     assert_eq!(http(server.address, "GET", "/metrics", &[], "").status, 401);
 }
+
+/// 64 clients at once, for a bounded time, mixing key lookups (some prepared), a join that
+/// keeps the query threads busy, async queries read back and deleted, and cancelled ones.
+/// Every answer must be right, nothing may fail, and no result may be left behind.
+#[test]
+fn sixty_four_clients_mixing_short_and_long_queries() {
+    let server = Arc::new(serve(ServerConfig::default()));
+    setup_items(&server, 1000);
+    const LONG: &str =
+        "SELECT count(*) AS n FROM items a, items b WHERE a.bucket = b.bucket AND a.id < b.id";
+    // Rows i and j (i < j) share a bucket when j - i is a multiple of 7.
+    let long_answer: i64 = (1..=1000i64)
+        .map(|i| (1..=1000i64).filter(|j| *j > i && (j - i) % 7 == 0).count() as i64)
+        .sum();
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let clients: Vec<_> = (0..64)
+        .map(|client| {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                let mut done = 0;
+                let mut round = 0u64;
+                while Instant::now() < deadline {
+                    round += 1;
+                    let id = ((client * 31 + round * 17) % 1000 + 1).to_string();
+                    match (client % 8, round % 4) {
+                        (0, _) => {
+                            let reply = query(&server, &[("statement", LONG)]);
+                            assert_eq!(reply.status, 200, "{}", reply.text());
+                            assert_eq!(reply.json()["results"][0]["n"], long_answer);
+                        }
+                        (1, _) => {
+                            let async_reply =
+                                query(&server, &[("statement", LONG), ("mode", "async")]);
+                            let status_url =
+                                async_reply.json()["handle"].as_str().unwrap().to_string();
+                            let status = loop {
+                                let status =
+                                    http(server.address, "GET", &status_url, &[], "").json();
+                                if status["status"] != "running" {
+                                    break status;
+                                }
+                                std::thread::sleep(Duration::from_millis(20));
+                            };
+                            assert_eq!(status["status"], "success", "{status}");
+                            let result_url = status["handle"].as_str().unwrap();
+                            let rows = http(server.address, "GET", result_url, &[], "").json();
+                            assert_eq!(rows["results"][0]["n"], long_answer);
+                            let removed = http(server.address, "DELETE", result_url, &[], "");
+                            assert_eq!(removed.status, 200, "{}", removed.text());
+                        }
+                        (2, 0) => {
+                            let context = format!("c{client}-{round}");
+                            let reply = query(
+                                &server,
+                                &[
+                                    ("statement", SLOW),
+                                    ("mode", "async"),
+                                    ("client_context_id", &context),
+                                ],
+                            );
+                            let handle = reply.json()["handle"].as_str().unwrap().to_string();
+                            let path = format!("/query/service?client_context_id={context}");
+                            assert_eq!(http(server.address, "DELETE", &path, &[], "").status, 200);
+                            assert_eq!(
+                                http(server.address, "DELETE", &handle, &[], "").status,
+                                200
+                            );
+                        }
+                        (_, parity) => {
+                            let reply = if parity % 2 == 0 {
+                                query(
+                                    &server,
+                                    &[(
+                                        "statement",
+                                        &format!("SELECT name FROM items WHERE id = {id}"),
+                                    )],
+                                )
+                            } else {
+                                let args = format!("[{id}]");
+                                query(
+                                    &server,
+                                    &[
+                                        ("statement", "SELECT name FROM items WHERE id = $1"),
+                                        ("args", &args),
+                                    ],
+                                )
+                            };
+                            assert_eq!(reply.status, 200, "{}", reply.text());
+                            assert_eq!(reply.json()["results"][0]["name"], format!("item{id}"));
+                        }
+                    }
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    assert!(
+        answered >= 64,
+        "every client got at least one answer ({answered} in all)"
+    );
+    let metrics = http(server.address, "GET", "/metrics", &[], "").text();
+    assert!(
+        metrics.contains("cairn_result_store_results 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("cairn_result_store_memory_bytes 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("cairn_queries_refused_busy_total 0"),
+        "{metrics}"
+    );
+}
