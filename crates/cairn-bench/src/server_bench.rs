@@ -53,10 +53,16 @@ pub struct ServerBenchConfig {
     /// Runs of each large-result measurement (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Also measure the key lookups on AsterixDB 0.9.8 (installed and started by
+    /// bench/peers/asterixdb/server.sh, replica 0 loaded into it), with this many lookups per
+    /// client; 0 skips it.
+    #[arg(long, default_value_t = 200)]
+    pub asterixdb_lookups: usize,
 }
 
 #[derive(Debug, Serialize)]
 pub struct LatencyResult {
+    pub system: String,
     pub query: String,
     pub clients: usize,
     pub requests: usize,
@@ -104,6 +110,8 @@ pub struct ServerBenchReport {
     pub rows: i64,
     pub replicas: usize,
     pub load_seconds: f64,
+    /// AsterixDB's version line, or why it was not measured.
+    pub asterixdb: String,
     pub latency: Vec<LatencyResult>,
     pub streaming: Vec<StreamingResult>,
     pub mixed: Vec<MixedStreamResult>,
@@ -184,7 +192,27 @@ pub async fn run(config: &ServerBenchConfig) -> Result<(), Error> {
 
     let buffered =
         RunningServer::start(db.clone(), &work.join("buffered"), ServerConfig::default()).await?;
-    let latency = measure_latency(config, buffered.address).await?;
+    let mut latency = measure_latency(
+        config,
+        &LookupTarget::cairn(buffered.address, config.lookups),
+    )
+    .await?;
+    let asterixdb = if config.asterixdb_lookups == 0 {
+        "not measured (--asterixdb-lookups 0)".to_string()
+    } else {
+        match start_asterixdb(config, &parquet, &work).await {
+            Ok((version, target)) => {
+                let measured = measure_latency(config, &target).await;
+                stop_asterixdb(config);
+                latency.extend(measured?);
+                version
+            }
+            Err(e) => {
+                stop_asterixdb(config);
+                format!("not measured: {e}")
+            }
+        }
+    };
     let streaming = measure_streaming(config, buffered.address).await?;
     let spill_only = RunningServer::start(
         db.clone(),
@@ -219,6 +247,7 @@ pub async fn run(config: &ServerBenchConfig) -> Result<(), Error> {
         rows: config.rows,
         replicas: config.replicas,
         load_seconds,
+        asterixdb,
         latency,
         streaming,
         mixed,
@@ -299,40 +328,58 @@ fn write_suppliers(path: &Path, rows: i64) -> Result<(), Error> {
     Ok(())
 }
 
-/// Key lookups, one request after another on each client's connection: literal SQL and
-/// prepared (`$1` with `args`).
+/// Where key lookups go, and how they are spelled there.
+struct LookupTarget {
+    system: &'static str,
+    address: SocketAddr,
+    /// The lookup with its key written in (`{key}`).
+    literal: &'static str,
+    /// The lookup with the key as `$1`, sent in `args`.
+    parameterized: &'static str,
+    lookups: usize,
+}
+
+impl LookupTarget {
+    fn cairn(address: SocketAddr, lookups: usize) -> Self {
+        LookupTarget {
+            system: "cairn",
+            address,
+            literal: "SELECT * FROM supplier_0 WHERE s_suppkey = {key}",
+            parameterized: "SELECT * FROM supplier_0 WHERE s_suppkey = $1",
+            lookups,
+        }
+    }
+}
+
+/// Key lookups, one request after another on each client's connection: with the key in the
+/// text, and as a parameter (`$1` with `args`; Cairn prepares it and takes the fast path).
 async fn measure_latency(
     config: &ServerBenchConfig,
-    address: SocketAddr,
+    target: &LookupTarget,
 ) -> Result<Vec<LatencyResult>, Error> {
+    const WARMUP: usize = 20;
     let mut out = Vec::new();
-    for prepared in [true, false] {
+    for parameterized in [true, false] {
         for &clients in &config.latency_clients {
             let started = Instant::now();
             let tasks: Vec<_> = (0..clients)
                 .map(|client| {
-                    let (lookups, rows) = (config.lookups, config.rows);
+                    let (lookups, rows, address) = (target.lookups, config.rows, target.address);
+                    let (literal, with_args) = (target.literal, target.parameterized);
                     tokio::spawn(async move {
                         let mut connection = QueryClient::connect(address).await?;
                         let mut rng = SplitMix::new(11, client as u64);
                         let mut latencies = Vec::with_capacity(lookups);
                         // Warm-up: the first lookups prepare the statement and fill caches.
-                        for round in 0..lookups + 50 {
+                        for round in 0..lookups + WARMUP {
                             let key = rng.range(1, rows);
-                            let exchange = if prepared {
+                            let exchange = if parameterized {
                                 let args = format!("[{key}]");
                                 connection
-                                    .query(&[
-                                        (
-                                            "statement",
-                                            "SELECT * FROM supplier_0 WHERE s_suppkey = $1",
-                                        ),
-                                        ("args", &args),
-                                    ])
+                                    .query(&[("statement", with_args), ("args", &args)])
                                     .await?
                             } else {
-                                let sql =
-                                    format!("SELECT * FROM supplier_0 WHERE s_suppkey = {key}");
+                                let sql = literal.replace("{key}", &key.to_string());
                                 connection.query(&[("statement", &sql)]).await?
                             };
                             let expected = format!("Supplier#{key:09}");
@@ -342,7 +389,7 @@ async fn measure_latency(
                             {
                                 return Err(format!("lookup of {key} answered {body}").into());
                             }
-                            if round >= 50 {
+                            if round >= WARMUP {
                                 latencies.push(exchange.total);
                             }
                         }
@@ -359,10 +406,11 @@ async fn measure_latency(
             let mean =
                 latencies.iter().map(|d| d.as_secs_f64()).sum::<f64>() / latencies.len() as f64;
             let result = LatencyResult {
-                query: if prepared {
-                    "key lookup, prepared"
+                system: target.system.into(),
+                query: if parameterized {
+                    "key lookup, key in args ($1)"
                 } else {
-                    "key lookup, SQL text"
+                    "key lookup, key in the text"
                 }
                 .into(),
                 clients,
@@ -373,13 +421,91 @@ async fn measure_latency(
                 requests_per_second: latencies.len() as f64 / seconds,
             };
             eprintln!(
-                "{}, {clients} clients: p50 {:.0} µs, p99 {:.0} µs",
-                result.query, result.p50_us, result.p99_us
+                "{} {}, {clients} clients: p50 {:.0} µs, p99 {:.0} µs",
+                result.system, result.query, result.p50_us, result.p99_us
             );
             out.push(result);
         }
     }
     Ok(out)
+}
+
+/// Starts AsterixDB with bench/peers/asterixdb/server.sh and loads supplier replica 0 into it
+/// from JSON Lines, with the key as its primary key.
+async fn start_asterixdb(
+    config: &ServerBenchConfig,
+    parquet: &Path,
+    work: &Path,
+) -> Result<(String, LookupTarget), Error> {
+    let script = crate::bigfun_bench::repo_path("bench/peers/asterixdb/server.sh");
+    let install = config.work_dir.join("asterixdb");
+    eprintln!("starting AsterixDB (installing it first if needed)");
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("start")
+        .arg(&install)
+        .output()?;
+    if !output.status.success() {
+        let log = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        return Err(format!("{} failed: {}", script.display(), tail.join(" / ")).into());
+    }
+    let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let json = work.join("supplier.json");
+    write_json_lines(parquet, &json)?;
+    let address: SocketAddr = "127.0.0.1:19002".parse()?;
+    let mut client = QueryClient::connect(address).await?;
+    let load = format!(
+        "DROP DATAVERSE cairnbench IF EXISTS; CREATE DATAVERSE cairnbench; USE cairnbench; \
+         CREATE TYPE SupplierType AS {{ s_suppkey: int64 }}; \
+         CREATE DATASET supplier(SupplierType) PRIMARY KEY s_suppkey; \
+         LOAD DATASET supplier USING localfs ((\"path\"=\"127.0.0.1://{}\"),(\"format\"=\"json\"));",
+        std::fs::canonicalize(&json)?.display()
+    );
+    eprintln!("loading supplier into AsterixDB");
+    let loaded = client.query(&[("statement", &load)]).await?;
+    if loaded.status != 200 {
+        return Err(format!(
+            "loading AsterixDB failed: {}",
+            String::from_utf8_lossy(&loaded.body)
+        )
+        .into());
+    }
+    Ok((
+        version,
+        LookupTarget {
+            system: "asterixdb",
+            address,
+            literal: "SELECT VALUE s FROM cairnbench.supplier s WHERE s.s_suppkey = {key};",
+            parameterized: "SELECT VALUE s FROM cairnbench.supplier s WHERE s.s_suppkey = $1;",
+            lookups: config.asterixdb_lookups,
+        },
+    ))
+}
+
+/// Stops the sample cluster, so that it takes no share of the machine from what follows.
+fn stop_asterixdb(config: &ServerBenchConfig) {
+    let script = crate::bigfun_bench::repo_path("bench/peers/asterixdb/server.sh");
+    let _ = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("stop")
+        .arg(config.work_dir.join("asterixdb"))
+        .output();
+}
+
+/// The Parquet file's rows as JSON Lines, AsterixDB's load format.
+fn write_json_lines(parquet: &Path, out: &Path) -> Result<(), Error> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(parquet)?,
+    )?
+    .build()?;
+    let mut writer =
+        arrow::json::LineDelimitedWriter::new(std::io::BufWriter::new(std::fs::File::create(out)?));
+    for batch in reader {
+        writer.write(&batch?)?;
+    }
+    writer.finish()?;
+    Ok(())
 }
 
 /// A large result (the supplier rows times a small table) in each format, immediate and —
@@ -557,11 +683,21 @@ fn markdown(report: &ServerBenchReport, raw: &Path) -> String {
         report.load_seconds,
         raw.display()
     ));
-    out.push_str("## Short queries: key lookup of one supplier\n\n| query | clients | requests | p50 µs | p99 µs | mean µs | requests/s |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str(&format!(
+        "## Short queries: key lookup of one supplier\n\nAsterixDB: {} (replica 0 loaded, the key its primary key; the same client, one keep-alive connection per client).\n\n| system | query | clients | requests | p50 µs | p99 µs | mean µs | requests/s |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
+        report.asterixdb
+    ));
     for l in &report.latency {
         out.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
-            l.query, l.clients, l.requests, l.p50_us, l.p99_us, l.mean_us, l.requests_per_second
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            l.system,
+            l.query,
+            l.clients,
+            l.requests,
+            l.p50_us,
+            l.p99_us,
+            l.mean_us,
+            l.requests_per_second
         ));
     }
     out.push_str("\n## A large result: time to first row and streaming rate (one client, medians)\n\n| format | mode | rows | first row ms | total s | rows/s | MiB/s | first row, every run (ms) |\n|---|---|---:|---:|---:|---:|---:|---|\n");

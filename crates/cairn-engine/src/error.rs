@@ -50,6 +50,12 @@ pub enum EngineError {
 /// DataFusion wraps errors raised inside table providers as `External`; show the inner message
 /// without DataFusion's generic prefixes, so a duplicate key reads like a duplicate key.
 fn describe_datafusion(error: &DataFusionError) -> String {
+    if let DataFusionError::ResourcesExhausted(message) = error.find_root() {
+        return format!(
+            "the query needs more memory than its limit (`SET cairn.query_memory_bytes`, or \
+             `query_memory_bytes` in the server's settings): {message}"
+        );
+    }
     match storage_cause(error) {
         Some(storage) => storage.to_string(),
         None => error.to_string(),
@@ -77,6 +83,9 @@ impl EngineError {
                     DataFusionError::SQL(..) => "CAIRN-Q002",
                     DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => "CAIRN-Q003",
                     DataFusionError::NotImplemented(_) => "CAIRN-Q004",
+                    _ if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) => {
+                        "CAIRN-Q005"
+                    }
                     _ => "CAIRN-Q001",
                 },
             },

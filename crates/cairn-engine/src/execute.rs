@@ -72,7 +72,7 @@ impl StatementStream {
     /// Starts a DataFrame's plan, one stream per output partition.
     pub(crate) async fn start(frame: DataFrame) -> Result<StatementStream> {
         let schema = frame.schema().inner().clone();
-        let task = Arc::new(frame.task_ctx());
+        let task = crate::memory_limit::query_task_context(&frame)?;
         let plan = frame.create_physical_plan().await?;
         let partitions = execute_stream_partitioned(plan.clone(), task)?;
         Ok(StatementStream::Rows {
@@ -185,7 +185,9 @@ impl Database {
             Planned::Finished(outcome) => outcome,
             Planned::Query(frame) => {
                 let schema = frame.schema().inner().clone();
-                let batches = frame.collect().await?;
+                let task = crate::memory_limit::query_task_context(&frame)?;
+                let plan = frame.create_physical_plan().await?;
+                let batches = datafusion::physical_plan::collect(plan, task).await?;
                 StatementOutcome::Rows { schema, batches }
             }
         })

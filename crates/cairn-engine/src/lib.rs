@@ -36,6 +36,7 @@ pub mod functions;
 pub mod index_ddl;
 pub mod index_top_k;
 pub mod json_rows;
+pub mod memory_limit;
 pub mod prepared;
 pub mod scan_exec;
 pub mod script;

@@ -33,6 +33,9 @@ pub struct ServerConfig {
     pub request_bytes_max: usize,
     /// Timeout of a query that names none (`None`: no limit).
     pub query_timeout_seconds: Option<f64>,
+    /// Memory each query may use for sorts, aggregates and joins, spilling where it can
+    /// (`cairn.query_memory_bytes`); 0 for no limit.
+    pub query_memory_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +50,7 @@ impl Default for ServerConfig {
             concurrent_queries_max: 64,
             request_bytes_max: 16 << 20,
             query_timeout_seconds: None,
+            query_memory_bytes: 2 << 30,
         }
     }
 }

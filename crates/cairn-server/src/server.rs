@@ -27,6 +27,12 @@ impl Server {
         config: ServerConfig,
     ) -> Result<Server, ServerError> {
         config.validate()?;
+        db.execute_script(&format!(
+            "SET cairn.query_memory_bytes = {}",
+            config.query_memory_bytes
+        ))
+        .await
+        .map_err(|e| ServerError::Config(format!("query_memory_bytes: {e}")))?;
         let address = SocketAddr::new(config.bind, config.http_port);
         let listener = TcpListener::bind(address)
             .await

@@ -626,3 +626,36 @@ fn sixty_four_clients_mixing_short_and_long_queries() {
         "{metrics}"
     );
 }
+
+/// A query past `query_memory_bytes` fails with its own code and a message naming the setting;
+/// the server goes on, and queries that fit still run.
+#[test]
+fn a_query_over_its_memory_limit_fails_clearly() {
+    let server = serve(ServerConfig {
+        query_memory_bytes: 64 << 10,
+        ..Default::default()
+    });
+    setup_items(&server, 3000);
+    let join = "SELECT count(*) AS n FROM items a JOIN items b ON a.name = b.name";
+    // The join fails while it runs, after the response has begun: the envelope's tail says so.
+    let refused = query(&server, &[("statement", join)]);
+    let envelope = refused.json();
+    assert_eq!(envelope["status"], "fatal", "{envelope}");
+    assert_eq!(envelope["errors"][0]["code"], "CAIRN-Q005", "{envelope}");
+    assert!(
+        envelope["errors"][0]["msg"]
+            .as_str()
+            .unwrap()
+            .contains("query_memory_bytes"),
+        "{envelope}"
+    );
+    let small = query(&server, &[("statement", "SELECT count(*) AS n FROM items")]);
+    assert_eq!(small.json()["results"][0]["n"], 3000);
+
+    let unlimited = serve(ServerConfig::default());
+    setup_items(&unlimited, 3000);
+    assert_eq!(
+        query(&unlimited, &[("statement", join)]).json()["results"][0]["n"],
+        3000
+    );
+}
