@@ -387,6 +387,8 @@ impl CairnDoor {
         }
     }
 
+    /// Runs `sql` and times it until the answer has arrived in full; canonicalizing it for
+    /// the checksum comes after, outside the measurement.
     async fn run(&mut self, sql: &str, warmup: bool, timeout_seconds: f64) -> RunOutcome {
         let mut outcome = RunOutcome {
             warmup,
@@ -394,47 +396,83 @@ impl CairnDoor {
         };
         let limit = Duration::from_secs_f64(timeout_seconds);
         let started = Instant::now();
-        let answer = match self {
+        let received = match self {
             CairnDoor::Embedded(db) => tokio::time::timeout(limit, embedded_answer(db, sql)).await,
             CairnDoor::Http(client) => {
                 tokio::time::timeout(limit, http_answer(client, sql, timeout_seconds)).await
             }
         };
         outcome.seconds = started.elapsed().as_secs_f64();
-        match answer {
+        match received.map(|answer| answer.and_then(Answer::canonical)) {
             Err(_) => outcome.timed_out = true,
             Ok(Err(error)) => outcome.error = Some(error),
-            Ok(Ok(Answer::Rows(rows))) => {
+            Ok(Ok(Canonical::Rows(rows))) => {
                 outcome.rows = Some(rows.len());
                 outcome.checksum = Some(canonical::checksum(rows));
             }
-            Ok(Ok(Answer::Changed(count))) => outcome.rows = Some(count),
+            Ok(Ok(Canonical::Changed(count))) => outcome.rows = Some(count),
         }
         outcome
     }
 }
 
-/// A statement's result as the driver compares it.
+/// A statement's answer as it arrived.
 enum Answer {
-    /// Canonical rows.
-    Rows(Vec<String>),
+    Batches(Vec<arrow::array::RecordBatch>),
+    /// The query service's JSON envelope of a query.
+    Envelope(serde_json::Value),
     /// Records changed.
     Changed(usize),
 }
 
-async fn embedded_answer(db: &Database, sql: &str) -> Result<Answer, String> {
-    let mut statements = db.execute_script(sql).await.map_err(|e| e.to_string())?;
-    match statements.pop().map(|s| s.outcome) {
-        Some(StatementOutcome::Rows { batches, .. }) => canonical::batch_rows(&batches)
-            .map(Answer::Rows)
-            .map_err(|e| format!("cannot canonicalize the answer: {e}")),
-        Some(StatementOutcome::Changed { count, .. }) => Ok(Answer::Changed(count as usize)),
-        _ => Ok(Answer::Changed(0)),
+/// An answer as the driver compares it.
+enum Canonical {
+    Rows(Vec<String>),
+    Changed(usize),
+}
+
+impl Answer {
+    /// The canonical rows; an envelope's rows are put in its signature's column order first.
+    fn canonical(self) -> Result<Canonical, String> {
+        match self {
+            Answer::Batches(batches) => canonical::batch_rows(&batches)
+                .map(Canonical::Rows)
+                .map_err(|e| format!("cannot canonicalize the answer: {e}")),
+            Answer::Envelope(envelope) => {
+                let names: Vec<&str> = envelope["signature"]["columns"]
+                    .as_array()
+                    .map(|columns| columns.iter().filter_map(|c| c["name"].as_str()).collect())
+                    .unwrap_or_default();
+                let rows = envelope["results"]
+                    .as_array()
+                    .ok_or("the envelope has no results")?
+                    .iter()
+                    .map(|row| {
+                        let values: Vec<serde_json::Value> = names
+                            .iter()
+                            .map(|name| row.get(*name).cloned().unwrap_or_default())
+                            .collect();
+                        canonical::canonical_row(&values)
+                    })
+                    .collect();
+                Ok(Canonical::Rows(rows))
+            }
+            Answer::Changed(count) => Ok(Canonical::Changed(count)),
+        }
     }
 }
 
-/// Runs `sql` through the query service (JSON envelope, immediate mode); the rows are put in
-/// the signature's column order before canonicalization.
+async fn embedded_answer(db: &Database, sql: &str) -> Result<Answer, String> {
+    let mut statements = db.execute_script(sql).await.map_err(|e| e.to_string())?;
+    Ok(match statements.pop().map(|s| s.outcome) {
+        Some(StatementOutcome::Rows { batches, .. }) => Answer::Batches(batches),
+        Some(StatementOutcome::Changed { count, .. }) => Answer::Changed(count as usize),
+        _ => Answer::Changed(0),
+    })
+}
+
+/// Runs `sql` through the query service (JSON envelope, immediate mode). The envelope is
+/// parsed here, as any client of the service must before it can use the rows.
 async fn http_answer(
     client: &mut QueryClient,
     sql: &str,
@@ -449,26 +487,10 @@ async fn http_answer(
     if exchange.status != 200 || envelope["status"] != "success" {
         return Err(format!("HTTP {}: {}", exchange.status, envelope["errors"]));
     }
-    if let Some(count) = envelope["metrics"]["mutationCount"].as_u64() {
-        return Ok(Answer::Changed(count as usize));
-    }
-    let names: Vec<&str> = envelope["signature"]["columns"]
-        .as_array()
-        .map(|columns| columns.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default();
-    let rows = envelope["results"]
-        .as_array()
-        .ok_or("the envelope has no results")?
-        .iter()
-        .map(|row| {
-            let values: Vec<serde_json::Value> = names
-                .iter()
-                .map(|name| row.get(*name).cloned().unwrap_or(serde_json::Value::Null))
-                .collect();
-            canonical::canonical_row(&values)
-        })
-        .collect();
-    Ok(Answer::Rows(rows))
+    Ok(match envelope["metrics"]["mutationCount"].as_u64() {
+        Some(count) => Answer::Changed(count as usize),
+        None => Answer::Envelope(envelope),
+    })
 }
 
 /// Serves the loaded database over HTTP in this process (127.0.0.1, a free port) and runs the

@@ -2,9 +2,7 @@
 //! operator may hold a worker thread for a long stretch between yields, and on shared threads
 //! that would leave requests (status, cancel, health) unanswered until it let go.
 
-use std::future::Future;
 use tokio::runtime::{Builder, Handle, Runtime};
-use tokio::task::JoinHandle;
 
 /// Owns the query runtime; dropping it stops the runtime without waiting for running queries.
 pub struct QueryExecutor {
@@ -32,15 +30,6 @@ impl QueryExecutor {
 
     pub fn handle(&self) -> &Handle {
         &self.handle
-    }
-
-    /// Runs `work` on the query runtime.
-    pub fn spawn<F>(&self, work: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.handle.spawn(work)
     }
 }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
 /// Starts `result`'s query in the background. The permit (a slot of the concurrent-query cap)
-/// is held by the result until it stops running. The watching task runs on the caller's runtime, so that a
-/// timeout fires on time even while every query thread is busy.
+/// is held by the result until it stops running. The watching task runs on the caller's
+/// runtime, so that a timeout fires on time even while every query thread is busy.
 pub fn start(
     executor: &QueryExecutor,
     db: Arc<Database>,
