@@ -503,10 +503,7 @@ async fn run_cairn_http(
     author_index_created: &mut bool,
 ) -> Result<SystemOutcome, Error> {
     let scratch = args.work_dir.join("bigfun-cairn-http");
-    let config = ServerConfig {
-        http_port: 0,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().on_free_ports();
     let server = Server::bind(db.clone(), &scratch, config).await?;
     let address = server.http_address()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -120,18 +120,17 @@ pub struct ServerBenchReport {
 /// A running in-process service and the means to stop it.
 struct RunningServer {
     address: SocketAddr,
+    flight: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RunningServer {
     async fn start(db: Arc<Database>, scratch: &Path, config: ServerConfig) -> Result<Self, Error> {
-        let config = ServerConfig {
-            http_port: 0,
-            ..config
-        };
+        let config = config.on_free_ports();
         let server = Server::bind(db, scratch, config).await?;
         let address = server.http_address()?;
+        let flight = server.flight_address()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             if let Err(e) = server
@@ -145,6 +144,7 @@ impl RunningServer {
         });
         Ok(RunningServer {
             address,
+            flight,
             stop: Some(stop),
             task,
         })
@@ -213,7 +213,7 @@ pub async fn run(config: &ServerBenchConfig) -> Result<(), Error> {
             }
         }
     };
-    let streaming = measure_streaming(config, buffered.address).await?;
+    let streaming = measure_streaming(config, buffered.address, buffered.flight).await?;
     let spill_only = RunningServer::start(
         db.clone(),
         &work.join("spill-only"),
@@ -513,6 +513,7 @@ fn write_json_lines(parquet: &Path, out: &Path) -> Result<(), Error> {
 async fn measure_streaming(
     config: &ServerBenchConfig,
     address: SocketAddr,
+    flight: SocketAddr,
 ) -> Result<Vec<StreamingResult>, Error> {
     let copies = (config.large_result_rows + config.rows - 1) / config.rows;
     let values: Vec<String> = (1..=copies).map(|c| format!("({c})")).collect();
@@ -584,7 +585,77 @@ async fn measure_streaming(
         );
         out.push(result);
     }
+    out.push(measure_flight(config, flight, &statement).await?);
     Ok(out)
+}
+
+/// The same large result over Arrow Flight SQL, every endpoint (result partition) read at once.
+async fn measure_flight(
+    config: &ServerBenchConfig,
+    flight: SocketAddr,
+    statement: &str,
+) -> Result<StreamingResult, Error> {
+    use arrow_flight::sql::client::FlightSqlServiceClient;
+    use futures::TryStreamExt;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{flight}"))?
+        .connect()
+        .await?;
+    let client = FlightSqlServiceClient::new(channel);
+    let (mut first_rows, mut totals) = (Vec::new(), Vec::new());
+    let mut bytes = 0;
+    let mut endpoints = 0;
+    for _ in 0..config.runs {
+        let started = Instant::now();
+        let info = client.clone().execute(statement.to_string(), None).await?;
+        endpoints = info.endpoint.len();
+        let reads = info.endpoint.into_iter().map(|endpoint| {
+            let mut client = client.clone();
+            async move {
+                let ticket = endpoint.ticket.ok_or("an endpoint without a ticket")?;
+                let mut stream = client.do_get(ticket).await?;
+                let (mut first, mut rows, mut bytes) = (None, 0usize, 0usize);
+                while let Some(batch) = stream.try_next().await? {
+                    if first.is_none() && batch.num_rows() > 0 {
+                        first = Some(started.elapsed());
+                    }
+                    rows += batch.num_rows();
+                    bytes += batch.get_array_memory_size();
+                }
+                Ok::<_, Error>((first, rows, bytes))
+            }
+        });
+        let parts = futures::future::try_join_all(reads).await?;
+        let total = started.elapsed();
+        let rows: usize = parts.iter().map(|p| p.1).sum();
+        if rows as i64 != config.large_result_rows {
+            return Err(format!(
+                "Flight SQL returned {rows} rows, expected {}",
+                config.large_result_rows
+            )
+            .into());
+        }
+        let first = parts.iter().filter_map(|p| p.0).min().unwrap_or(total);
+        first_rows.push(first.as_secs_f64() * 1e3);
+        totals.push(total.as_secs_f64());
+        bytes = parts.iter().map(|p| p.2).sum();
+    }
+    let total = median(&totals);
+    let result = StreamingResult {
+        format: format!("arrow (Flight SQL, {endpoints} endpoints)"),
+        mode: "parallel endpoints".into(),
+        rows: config.large_result_rows as u64,
+        first_row_ms: median(&first_rows),
+        total_seconds: total,
+        rows_per_second: config.large_result_rows as f64 / total,
+        mib_per_second: bytes as f64 / (1024.0 * 1024.0) / total,
+        run_first_row_ms: first_rows,
+        run_total_seconds: totals,
+    };
+    eprintln!(
+        "flight: first row {:.1} ms, {:.0} rows/s",
+        result.first_row_ms, result.rows_per_second
+    );
+    Ok(result)
 }
 
 /// `clients` clients sending Q_small (a 10,000-key range) and as many sending Q_large (every

@@ -1,5 +1,5 @@
-//! `cairn serve`: opens the database and runs the HTTP query service until Ctrl-C or SIGTERM,
-//! then flushes and exits. Command-line options override a `--config` TOML file.
+//! `cairn serve`: opens the database and serves it over HTTP, Arrow Flight SQL and the
+//! PostgreSQL wire protocol until Ctrl-C or SIGTERM, then flushes and exits. Command-line options override a `--config` TOML file.
 
 use crate::error::CliError;
 use cairn_engine::Database;
@@ -19,7 +19,14 @@ pub struct ServeArgs {
     /// HTTP port of the query service [default: 19280].
     #[arg(long)]
     http_port: Option<u16>,
-    /// Require `Authorization: Bearer TOKEN` on every request but /health.
+    /// Arrow Flight SQL port [default: 19281].
+    #[arg(long)]
+    flight_port: Option<u16>,
+    /// PostgreSQL wire protocol port [default: 19282].
+    #[arg(long)]
+    pg_port: Option<u16>,
+    /// Require `Authorization: Bearer TOKEN` on every HTTP request but /health and every Flight
+    /// call; PostgreSQL clients give it as the password.
     #[arg(long, env = "CAIRN_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
@@ -39,6 +46,12 @@ pub fn run(
     if let Some(port) = args.http_port {
         config.http_port = port;
     }
+    if let Some(port) = args.flight_port {
+        config.flight_port = port;
+    }
+    if let Some(port) = args.pg_port {
+        config.pg_port = port;
+    }
     if args.token.is_some() {
         config.token = args.token.clone();
     }
@@ -51,9 +64,13 @@ pub fn run(
         let server = Server::bind(db, data, config)
             .await
             .map_err(|e| CliError::Serve(e.to_string()))?;
-        let address = server.http_address()?;
+        let (http, flight, pg) = (
+            server.http_address()?,
+            server.flight_address()?,
+            server.pg_address()?,
+        );
         eprintln!(
-            "cairn: serving {} on http://{address}/query/service (Ctrl-C stops)",
+            "cairn: serving {} on http://{http}/query/service, Flight SQL grpc://{flight}, PostgreSQL {pg} (Ctrl-C stops)",
             data.display()
         );
         server

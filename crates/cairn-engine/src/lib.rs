@@ -24,6 +24,7 @@
 
 pub mod access_path;
 pub mod analyze;
+pub mod arguments;
 pub mod cairn_syntax;
 pub mod catalog;
 pub mod database;

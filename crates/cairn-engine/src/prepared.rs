@@ -45,6 +45,17 @@ impl PreparedStatement {
     pub fn parameter_count(&self) -> usize {
         self.parameter_types.len()
     }
+
+    /// The declared type of each positional parameter (`$1` first), `None` where the statement
+    /// does not determine it.
+    pub fn parameter_types(&self) -> &[Option<arrow::datatypes::DataType>] {
+        &self.parameter_types
+    }
+
+    /// The columns of the statement's result.
+    pub fn output_schema(&self) -> SchemaRef {
+        self.plan.schema().inner().clone()
+    }
 }
 
 /// `SELECT c1, c2 FROM d WHERE k1 = $i AND k2 = $j`: which parameter feeds each key field.

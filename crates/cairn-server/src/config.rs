@@ -10,6 +10,10 @@ use std::time::Duration;
 /// Default HTTP port: clear of AsterixDB's 19000–19010 and 1098–1099 and PostgreSQL's 5432, so
 /// that benchmarks can run them side by side.
 pub const DEFAULT_HTTP_PORT: u16 = 19280;
+/// Default Arrow Flight SQL port.
+pub const DEFAULT_FLIGHT_PORT: u16 = 19281;
+/// Default PostgreSQL wire protocol port (PostgreSQL's own 5432 is left to PostgreSQL).
+pub const DEFAULT_PG_PORT: u16 = 19282;
 
 /// Everything `cairn serve` can be told, on the command line or in a TOML file with the same
 /// names (`http_port = 19280`).
@@ -19,6 +23,10 @@ pub struct ServerConfig {
     /// Address to listen on; anything but loopback requires `token`.
     pub bind: IpAddr,
     pub http_port: u16,
+    /// Arrow Flight SQL port.
+    pub flight_port: u16,
+    /// PostgreSQL wire protocol port.
+    pub pg_port: u16,
     /// When set, every request but `/health` must carry `Authorization: Bearer <token>`.
     pub token: Option<String>,
     /// Bytes of result batches held in memory before the least recently active results spill.
@@ -43,6 +51,8 @@ impl Default for ServerConfig {
         ServerConfig {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             http_port: DEFAULT_HTTP_PORT,
+            flight_port: DEFAULT_FLIGHT_PORT,
+            pg_port: DEFAULT_PG_PORT,
             token: None,
             result_memory_bytes: 256 << 20,
             result_ttl_seconds: 600.0,
@@ -78,6 +88,18 @@ impl ServerConfig {
                 self.bind
             )));
         }
+        let ports = [
+            ("http_port", self.http_port),
+            ("flight_port", self.flight_port),
+            ("pg_port", self.pg_port),
+        ];
+        for (i, (name, port)) in ports.iter().enumerate() {
+            if let Some((other, _)) = ports[..i].iter().find(|(_, p)| *p == *port && *port != 0) {
+                return Err(ServerError::Config(format!(
+                    "{name} and {other} are both {port}; each door needs its own port"
+                )));
+            }
+        }
         let positive = |name: &str, value: f64| {
             if value.is_finite() && value > 0.0 {
                 Ok(())
@@ -101,6 +123,16 @@ impl ServerConfig {
             }
         }
         Ok(())
+    }
+
+    /// The same settings with every door on a free port the system picks (tests, benchmarks).
+    pub fn on_free_ports(self) -> ServerConfig {
+        ServerConfig {
+            http_port: 0,
+            flight_port: 0,
+            pg_port: 0,
+            ..self
+        }
     }
 
     pub fn result_ttl(&self) -> Duration {

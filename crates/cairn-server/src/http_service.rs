@@ -2,14 +2,12 @@
 //! or deferred mode, status and result handles, cancellation, `/health` and `/metrics`, behind
 //! an optional bearer token and a request size limit.
 
-use crate::config::ServerConfig;
 use crate::error::ApiError;
-use crate::metrics::{self, ServiceCounters};
-use crate::query_executor::QueryExecutor;
-use crate::query_runner;
+use crate::metrics;
 use crate::request::{Format, Mode, QueryRequest};
 use crate::response_body::{RemoveOnDrop, envelope_head, metrics_json, rows_body};
-use crate::result_store::{Lookup, ResultStatus, ResultStore, StoredResult};
+use crate::result_store::{ResultStatus, StoredResult};
+pub use crate::service_state::{ServiceState, same_secret};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
@@ -17,22 +15,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use cairn_engine::Database;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use tokio::sync::Semaphore;
-
-/// What every handler shares.
-pub struct ServiceState {
-    pub db: Arc<Database>,
-    pub config: ServerConfig,
-    pub store: Arc<ResultStore>,
-    pub queries: Arc<Semaphore>,
-    pub counters: ServiceCounters,
-    pub executor: QueryExecutor,
-}
 
 pub fn router(state: Arc<ServiceState>) -> Router {
     Router::new()
@@ -93,17 +79,6 @@ async fn authorize(
     next.run(request).await
 }
 
-/// Compares a presented token with the configured one in time that depends only on their
-/// lengths, so the comparison does not reveal how many leading bytes matched.
-fn same_secret(presented: &str, token: &str) -> bool {
-    presented.len() == token.len()
-        && presented
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
-}
-
 async fn submit(
     State(state): State<Arc<ServiceState>>,
     headers: HeaderMap,
@@ -148,41 +123,13 @@ async fn submit_checked(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/x-www-form-urlencoded");
     let request = QueryRequest::parse(content_type, &bytes)?;
-    let permit = state.queries.clone().try_acquire_owned().map_err(|_| {
-        state
-            .counters
-            .queries_refused_busy
-            .fetch_add(1, Ordering::Relaxed);
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "CAIRN-H007",
-            format!(
-                "server busy: {} queries are running (concurrent_queries_max); try again later",
-                state.config.concurrent_queries_max
-            ),
-        )
-    })?;
-    let timeout = request.timeout.or(state.config.query_timeout());
     let (mode, format, pretty, reading) = (
         request.mode,
         request.format,
         request.pretty,
         request.reading,
     );
-    let result = state.store.create(request)?;
-    state
-        .counters
-        .queries_started
-        .fetch_add(1, Ordering::Relaxed);
-    query_runner::start(
-        &state.executor,
-        state.db.clone(),
-        state.store.clone(),
-        result.clone(),
-        timeout,
-        permit,
-    );
-    count_outcome(state.clone(), result.clone());
+    let result = state.launch(request)?;
     let request_id = new_request_id();
     match mode {
         Mode::Async => Ok((
@@ -232,24 +179,6 @@ async fn submit_checked(
     }
 }
 
-/// Counts the query's outcome once it ends.
-fn count_outcome(state: Arc<ServiceState>, result: Arc<StoredResult>) {
-    tokio::spawn(async move {
-        result.finished().await;
-        let counters = &state.counters;
-        match result.status() {
-            ResultStatus::Success => counters.queries_succeeded.fetch_add(1, Ordering::Relaxed),
-            _ => counters.queries_failed.fetch_add(1, Ordering::Relaxed),
-        };
-        let micros = result
-            .metrics()
-            .execution_time
-            .unwrap_or_default()
-            .as_micros() as u64;
-        counters.query_micros.fetch_add(micros, Ordering::Relaxed);
-    });
-}
-
 fn with_head(result: &StoredResult, request_id: &str, rest: Value) -> Value {
     let mut object = envelope_head(result, request_id);
     if let Value::Object(members) = rest {
@@ -258,26 +187,8 @@ fn with_head(result: &StoredResult, request_id: &str, rest: Value) -> Value {
     Value::Object(object)
 }
 
-fn find(state: &ServiceState, handle: &str) -> Result<Arc<StoredResult>, ApiError> {
-    match state.store.lookup(handle) {
-        Lookup::Found(result) => Ok(result),
-        Lookup::Expired => Err(ApiError::new(
-            StatusCode::GONE,
-            "CAIRN-H010",
-            format!(
-                "result {handle} has expired (result_ttl_seconds or results_max); run the query again"
-            ),
-        )),
-        Lookup::Unknown => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "CAIRN-H011",
-            format!("no result has the handle {handle}"),
-        )),
-    }
-}
-
 async fn status(State(state): State<Arc<ServiceState>>, Path(handle): Path<String>) -> Response {
-    let result = match find(&state, &handle) {
+    let result = match state.find(&handle) {
         Ok(result) => result,
         Err(error) => return error.into_response(),
     };
@@ -297,7 +208,7 @@ async fn status(State(state): State<Arc<ServiceState>>, Path(handle): Path<Strin
 }
 
 async fn result(State(state): State<Arc<ServiceState>>, Path(handle): Path<String>) -> Response {
-    let result = match find(&state, &handle) {
+    let result = match state.find(&handle) {
         Ok(result) => result,
         Err(error) => return error.into_response(),
     };
@@ -321,7 +232,7 @@ async fn result(State(state): State<Arc<ServiceState>>, Path(handle): Path<Strin
 
 /// `DELETE` of a handle: cancels the query if it runs, and drops its result.
 async fn discard(State(state): State<Arc<ServiceState>>, Path(handle): Path<String>) -> Response {
-    match find(&state, &handle) {
+    match state.find(&handle) {
         Ok(result) => {
             let was_running = result.cancel("cancelled by DELETE");
             state.store.remove(&result.id);

@@ -61,14 +61,7 @@ async fn run(
     // Planning runs on its own task so that a panic in it is caught like any other.
     let planning = {
         let (db, statement, args) = (db.clone(), request.statement.clone(), request.args.clone());
-        executor.spawn(async move {
-            if args.is_empty() {
-                db.stream_script(&statement).await
-            } else {
-                let prepared = db.prepare(&statement).await?;
-                db.stream_prepared(&prepared, args).await
-            }
-        })
+        executor.spawn(async move { db.stream_with_arguments(&statement, args).await })
     };
     result.add_task(planning.abort_handle());
     let stream = planning

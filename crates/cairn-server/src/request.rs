@@ -76,6 +76,20 @@ pub struct QueryRequest {
 }
 
 impl QueryRequest {
+    /// A request for `statement` with every other parameter at its default.
+    pub fn new(statement: String) -> QueryRequest {
+        QueryRequest {
+            statement,
+            mode: Mode::Immediate,
+            format: Format::Json,
+            args: Vec::new(),
+            client_context_id: None,
+            timeout: None,
+            pretty: false,
+            reading: Reading::Opportunistic,
+        }
+    }
+
     /// Reads a request body: a JSON object if `content_type` says JSON, else a form.
     pub fn parse(content_type: &str, body: &[u8]) -> Result<QueryRequest, ApiError> {
         let pairs: Vec<(String, Value)> = if content_type.starts_with("application/json") {
@@ -95,16 +109,7 @@ impl QueryRequest {
     }
 
     fn from_pairs(pairs: Vec<(String, Value)>) -> Result<QueryRequest, ApiError> {
-        let mut request = QueryRequest {
-            statement: String::new(),
-            mode: Mode::Immediate,
-            format: Format::Json,
-            args: Vec::new(),
-            client_context_id: None,
-            timeout: None,
-            pretty: false,
-            reading: Reading::Opportunistic,
-        };
+        let mut request = QueryRequest::new(String::new());
         let mut seen = Vec::new();
         for (name, value) in pairs {
             let name = name.to_ascii_lowercase().replace('-', "_");

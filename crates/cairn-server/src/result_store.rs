@@ -102,6 +102,8 @@ struct ResultState {
     /// send the next query at once.
     slot: Option<OwnedSemaphorePermit>,
     metrics: ResultMetrics,
+    /// Partitions read to their end by single-partition readers.
+    delivered_partitions: usize,
 }
 
 /// What a finished result reports about its query.
@@ -179,6 +181,7 @@ impl ResultStore {
                 tasks: Vec::new(),
                 slot: None,
                 metrics: ResultMetrics::default(),
+                delivered_partitions: 0,
             }),
             changed: Notify::new(),
         });
@@ -475,6 +478,11 @@ impl StoredResult {
         self.state.lock().status.clone()
     }
 
+    /// The query's output partitions (0 until planned, and for statements without rows).
+    pub fn partition_count(&self) -> usize {
+        self.state.lock().partitions.len()
+    }
+
     pub fn schema(&self) -> Option<SchemaRef> {
         self.state.lock().schema.clone()
     }
@@ -519,7 +527,35 @@ impl StoredResult {
             reading,
             next_slot: Vec::new(),
             partition: 0,
+            only_partition: None,
         }
+    }
+
+    /// A reader of partition `partition` alone, which ends when that partition is complete
+    /// (a Flight SQL endpoint); an error if the result has no such partition.
+    pub fn partition_reader(self: &Arc<Self>, partition: usize) -> Result<ResultReader, ApiError> {
+        let count = self.state.lock().partitions.len();
+        if partition >= count {
+            return Err(ApiError::parameter(format!(
+                "result {} has {count} partition(s); there is no partition {partition}",
+                self.id
+            )));
+        }
+        Ok(ResultReader {
+            result: self.clone(),
+            reading: Reading::Sequential,
+            next_slot: Vec::new(),
+            partition,
+            only_partition: Some(partition),
+        })
+    }
+
+    /// Counts a partition as read to its end by its reader; true once every partition has
+    /// been, so that the result can be dropped.
+    pub fn partition_delivered(&self) -> bool {
+        let mut state = self.state.lock();
+        state.delivered_partitions += 1;
+        state.delivered_partitions >= state.partitions.len()
     }
 }
 
@@ -530,6 +566,8 @@ pub struct ResultReader {
     next_slot: Vec<usize>,
     /// Sequential: the partition being read. Opportunistic: where the next search starts.
     partition: usize,
+    /// Set for a reader of one partition alone.
+    only_partition: Option<usize>,
 }
 
 enum Step {
@@ -570,9 +608,10 @@ impl ResultReader {
             });
         }
         self.next_slot.resize(count, 0);
+        let end = self.only_partition.map_or(count, |p| (p + 1).min(count));
         loop {
             let candidates: Vec<usize> = match self.reading {
-                Reading::Sequential => (self.partition..count).take(1).collect(),
+                Reading::Sequential => (self.partition..end).take(1).collect(),
                 Reading::Opportunistic => {
                     (0..count).map(|i| (self.partition + i) % count).collect()
                 }
@@ -600,7 +639,7 @@ impl ResultReader {
                 }
             }
             // Sequential reading moves on only once the current partition is done and read.
-            if self.reading == Reading::Sequential && self.partition < count {
+            if self.reading == Reading::Sequential && self.partition < end {
                 let current = &state.partitions[self.partition];
                 if current.done && self.next_slot[self.partition] >= current.batches.len() {
                     self.partition += 1;
@@ -609,6 +648,14 @@ impl ResultReader {
                 return Ok(Step::Wait);
             }
             break;
+        }
+        if self.only_partition.is_some() {
+            // The loop above moved past the partition only once it was complete and read.
+            return Ok(if self.partition >= end {
+                Step::End
+            } else {
+                Step::Wait
+            });
         }
         let all_read = state
             .partitions

@@ -1,26 +1,43 @@
-//! Starting and stopping the service: binds the listener, serves until told to stop, then
-//! finishes in-flight responses and flushes every dataset before returning.
+//! Starting and stopping the service: binds the three doors' listeners (HTTP, Flight SQL,
+//! PostgreSQL), serves until told to stop, then finishes in-flight responses and flushes every
+//! dataset before returning.
 
 use crate::config::ServerConfig;
 use crate::error::ServerError;
+use crate::flight_sql::flight_service;
 use crate::http_service::{ServiceState, router};
+use crate::pg_wire;
 use crate::query_executor::QueryExecutor;
 use crate::result_store::{ResultStore, StoreLimits};
 use cairn_engine::Database;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_stream::wrappers::TcpListenerStream;
 
 /// A bound, not yet serving, server.
 pub struct Server {
-    listener: TcpListener,
+    http: TcpListener,
+    flight: TcpListener,
+    pg: TcpListener,
     state: Arc<ServiceState>,
 }
 
+async fn listen(config: &ServerConfig, port: u16) -> Result<TcpListener, ServerError> {
+    let address = SocketAddr::new(config.bind, port);
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| ServerError::Bind {
+            address: address.to_string(),
+            source,
+        })
+}
+
 impl Server {
-    /// Checks `config` and binds its HTTP address (port 0 picks a free port).
+    /// Checks `config` and binds its addresses (port 0 picks a free port).
     pub async fn bind(
         db: Arc<Database>,
         data_dir: &Path,
@@ -33,13 +50,9 @@ impl Server {
         ))
         .await
         .map_err(|e| ServerError::Config(format!("query_memory_bytes: {e}")))?;
-        let address = SocketAddr::new(config.bind, config.http_port);
-        let listener = TcpListener::bind(address)
-            .await
-            .map_err(|source| ServerError::Bind {
-                address: address.to_string(),
-                source,
-            })?;
+        let http = listen(&config, config.http_port).await?;
+        let flight = listen(&config, config.flight_port).await?;
+        let pg = listen(&config, config.pg_port).await?;
         let store = ResultStore::new(StoreLimits {
             memory_bytes: config.result_memory_bytes,
             ttl: config.result_ttl(),
@@ -54,11 +67,24 @@ impl Server {
             counters: Default::default(),
             executor: QueryExecutor::new()?,
         });
-        Ok(Server { listener, state })
+        Ok(Server {
+            http,
+            flight,
+            pg,
+            state,
+        })
     }
 
     pub fn http_address(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.http.local_addr()
+    }
+
+    pub fn flight_address(&self) -> std::io::Result<SocketAddr> {
+        self.flight.local_addr()
+    }
+
+    pub fn pg_address(&self) -> std::io::Result<SocketAddr> {
+        self.pg.local_addr()
     }
 
     /// Serves until `shutdown` completes, then lets responses in flight finish and flushes
@@ -68,9 +94,25 @@ impl Server {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let db = self.state.db.clone();
-        axum::serve(self.listener, router(self.state))
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let signal = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            }
+        };
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop.send(true);
+        });
+        let flight = tonic::transport::Server::builder()
+            .add_service(flight_service(self.state.clone()))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.flight), signal());
+        let pg = pg_wire::serve(self.pg, self.state.clone(), signal());
+        let http = axum::serve(self.http, router(self.state)).with_graceful_shutdown(signal());
+        let (http, flight, ()) = tokio::join!(http.into_future(), flight, pg);
+        http?;
+        flight.map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
         let storage = db.storage().clone();
         tokio::task::spawn_blocking(move || {
             for name in storage.dataset_names() {

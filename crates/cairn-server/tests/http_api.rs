@@ -2,43 +2,15 @@
 //! handle lifecycle, cancellation, timeouts, expiry, spilling under a tiny budget, a client
 //! that disconnects, tokens, and the bad-input answers.
 
-use cairn_engine::Database;
-use cairn_server::{Server, ServerConfig};
+mod common;
+
+use cairn_server::ServerConfig;
+use common::{TestServer, serve};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-struct TestServer {
-    address: SocketAddr,
-    _runtime: tokio::runtime::Runtime,
-    _dir: tempfile::TempDir,
-}
-
-fn serve(config: ServerConfig) -> TestServer {
-    let dir = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let db = Arc::new(Database::open(dir.path().join("db"), Default::default()).unwrap());
-    let config = ServerConfig {
-        http_port: 0,
-        ..config
-    };
-    let server = runtime
-        .block_on(Server::bind(db, dir.path(), config))
-        .unwrap();
-    let address = server.http_address().unwrap();
-    runtime.spawn(server.serve(std::future::pending()));
-    TestServer {
-        address,
-        _runtime: runtime,
-        _dir: dir,
-    }
-}
 
 struct Reply {
     status: u16,
