@@ -252,12 +252,16 @@ pub async fn run(config: &ServerBenchConfig) -> Result<(), Error> {
         streaming,
         mixed,
     };
+    // The raw file is written before the page is asked for, so the chart script can read it.
     crate::report::write_report(
         &config.results_dir,
         "server.json",
         &report,
         "server.md",
-        |raw| markdown(&report, raw),
+        |raw| {
+            let chart = draw_chart(raw, &config.results_dir.join("server.png"));
+            markdown(&report, raw, chart)
+        },
     )?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
@@ -741,7 +745,25 @@ async fn measure_mixed(
     })
 }
 
-fn markdown(report: &ServerBenchReport, raw: &Path) -> String {
+/// Draws the charts with bench/peers/server_chart.py when the peers' Python (with matplotlib,
+/// from bench/peers/python-env.sh, or CAIRN_PYTHON) is at hand; the page says if not.
+fn draw_chart(raw: &Path, out: &Path) -> Option<&'static str> {
+    let python = std::env::var_os("CAIRN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/cairn-venv/bin/python")
+        });
+    let status = std::process::Command::new(python)
+        .arg(crate::bigfun_bench::repo_path("bench/peers/server_chart.py"))
+        .arg(raw)
+        .arg(out)
+        .status()
+        .ok()?;
+    status.success().then_some("server.png")
+}
+
+fn markdown(report: &ServerBenchReport, raw: &Path, chart: Option<&str>) -> String {
     let mut out = String::new();
     out.push_str("# The query service over HTTP\n\n");
     out.push_str(&report.environment.markdown());
@@ -808,6 +830,12 @@ fn markdown(report: &ServerBenchReport, raw: &Path) -> String {
             m.small.queries_per_second,
             m.large.queries_per_second
         ));
+    }
+    match chart {
+        Some(chart) => out.push_str(&format!(
+            "\n## Charts\n\nAfter the thesis's Figures 5.1–5.5: response times and throughput by clients per stream, and time to the first row of the large result.\n\n![server charts]({chart})\n"
+        )),
+        None => out.push_str("\n(No chart: the peers' Python with matplotlib was not found; run bench/peers/python-env.sh.)\n"),
     }
     out
 }
