@@ -99,11 +99,12 @@ impl QueryClient {
     }
 }
 
-/// Whether a body so far holds row data: anything in a JSON envelope past `"results":[`
-/// other than its closing bracket, or any byte of a bare format.
+/// Whether a body so far holds row data: anything in a JSON envelope (which opens with its
+/// `requestID`) past `"results":[` other than its closing bracket, or any byte of a bare
+/// format (NDJSON rows open with `{"` too).
 fn holds_a_row(body: &[u8]) -> bool {
     const RESULTS: &[u8] = b"\"results\":[";
-    if !body.starts_with(b"{\"") {
+    if !body.starts_with(b"{\"requestID\"") {
         return !body.is_empty();
     }
     match body.windows(RESULTS.len()).position(|w| w == RESULTS) {
@@ -122,6 +123,7 @@ mod tests {
         assert!(!holds_a_row(b"{\"requestID\":\"x\",\"results\":[]"));
         assert!(holds_a_row(b"{\"requestID\":\"x\",\"results\":[{\"a\":1}"));
         assert!(holds_a_row(b"a,b\n1,2\n"));
+        assert!(holds_a_row(b"{\"s_suppkey\":1}\n"));
         assert!(!holds_a_row(b""));
     }
 }

@@ -755,7 +755,9 @@ fn draw_chart(raw: &Path, out: &Path) -> Option<&'static str> {
                 .join(".cache/cairn-venv/bin/python")
         });
     let status = std::process::Command::new(python)
-        .arg(crate::bigfun_bench::repo_path("bench/peers/server_chart.py"))
+        .arg(crate::bigfun_bench::repo_path(
+            "bench/peers/server_chart.py",
+        ))
         .arg(raw)
         .arg(out)
         .status()

@@ -461,6 +461,8 @@ pub async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
+                // Replies go out in several writes; without this each waits on a delayed ACK.
+                let _ = socket.set_nodelay(true);
                 let handlers = handlers.clone();
                 tokio::spawn(async move {
                     if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
