@@ -64,8 +64,17 @@ impl QueryClient {
     }
 
     pub async fn get(&mut self, path: &str) -> Result<Exchange, Error> {
+        self.without_body(Method::GET, path).await
+    }
+
+    /// `DELETE` of a handle: cancels its query or drops its result.
+    pub async fn delete(&mut self, path: &str) -> Result<Exchange, Error> {
+        self.without_body(Method::DELETE, path).await
+    }
+
+    async fn without_body(&mut self, method: Method, path: &str) -> Result<Exchange, Error> {
         let request = Request::builder()
-            .method(Method::GET)
+            .method(method)
             .uri(path)
             .header("host", self.address.to_string())
             .body(Full::new(Bytes::new()))?;

@@ -558,6 +558,9 @@ async fn measure_streaming(
                     .unwrap_or_default()
                     .to_string();
                 let result = client.get(&handle).await?;
+                // A read result stays in the store until its time to live; dropping it keeps
+                // the runs that follow from spilling it to disk.
+                client.delete(&handle).await?;
                 let completed = exchange.total;
                 (
                     completed + result.first_row,

@@ -47,12 +47,12 @@ impl PgHandlers {
     pub fn new(state: Arc<ServiceState>) -> PgHandlers {
         let startup = Arc::new(match &state.config.token {
             None => PgStartup::Open(OpenStartup),
-            Some(token) => PgStartup::Token(CleartextPasswordAuthStartupHandler::new(
+            Some(token) => PgStartup::Token(Box::new(CleartextPasswordAuthStartupHandler::new(
                 TokenSource {
                     token: token.clone(),
                 },
                 DefaultServerParameterProvider::default(),
-            )),
+            ))),
         });
         PgHandlers {
             service: Arc::new(PgService {
@@ -84,7 +84,7 @@ impl PgWireServerHandlers for PgHandlers {
 /// password, whatever the user name.
 pub enum PgStartup {
     Open(OpenStartup),
-    Token(CleartextPasswordAuthStartupHandler<TokenSource, DefaultServerParameterProvider>),
+    Token(Box<CleartextPasswordAuthStartupHandler<TokenSource, DefaultServerParameterProvider>>),
 }
 
 pub struct OpenStartup;
