@@ -11,7 +11,7 @@ use arrow_flight::FlightInfo;
 use arrow_flight::sql::CommandGetTables;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use cairn_server::ServerConfig;
-use common::{TestServer, metric, python, serve};
+use common::{TestServer, metric, run_python, serve};
 use futures::TryStreamExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -245,19 +245,7 @@ fn catalogs_errors_tokens_and_abandoned_reads() {
 #[test]
 fn adbc_and_pyarrow_read_from_python() {
     let server = serve(ServerConfig::default());
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/flight_adbc.py");
-    let output = std::process::Command::new(python())
-        .arg(&script)
-        .arg(format!("grpc://{}", server.flight))
-        .output()
-        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = run_python("flight_adbc.py", &[format!("grpc://{}", server.flight)]);
     assert_eq!(answer["inserted"], 50);
     assert_eq!(answer["count"], 50);
     assert_eq!(answer["sum"], (0..50).sum::<i64>());

@@ -5,7 +5,7 @@
 mod common;
 
 use cairn_server::ServerConfig;
-use common::{TestServer, python, serve};
+use common::{TestServer, run_python, serve};
 use std::process::{Command, Output};
 
 fn psql(server: &TestServer, password: Option<&str>, sql: &str) -> Output {
@@ -94,20 +94,10 @@ fn psycopg_binds_parameters_and_needs_the_token_when_one_is_set() {
     assert!(!refused.status.success(), "a wrong password is refused");
     assert_eq!(stdout_of(psql(&server, Some("s3cret"), "SELECT 1")), "1");
 
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pg_psycopg.py");
-    let output = Command::new(python())
-        .arg(&script)
-        .arg(server.pg.port().to_string())
-        .arg("s3cret")
-        .output()
-        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let answer = run_python(
+        "pg_psycopg.py",
+        &[server.pg.port().to_string(), "s3cret".to_string()],
     );
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(answer["inserted"], 20);
     assert_eq!(answer["lookup"], serde_json::json!([7, "user-7", 3.75]));
     assert_eq!(answer["range"], 5);

@@ -68,6 +68,26 @@ pub fn metric(server: &TestServer, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no metric {name} in {text}"))
 }
 
+/// Runs `tests/<script>` with `args` under the peers' Python and returns the JSON it prints;
+/// a failure shows the script's output.
+pub fn run_python(script: &str, args: &[String]) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(script);
+    let output = std::process::Command::new(python())
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
+    assert!(
+        output.status.success(),
+        "{script}: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// The Python of the virtualenv bench/peers/python-env.sh creates (pyarrow, ADBC, psycopg).
 pub fn python() -> PathBuf {
     std::env::var_os("CAIRN_PYTHON")
