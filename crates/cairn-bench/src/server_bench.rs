@@ -86,6 +86,37 @@ pub struct StreamingResult {
     pub run_total_seconds: Vec<f64>,
 }
 
+impl StreamingResult {
+    /// Medians of the runs (first rows in ms, totals in seconds; `bytes` of one run), printed
+    /// as they are known.
+    fn from_runs(
+        format: String,
+        mode: String,
+        rows: u64,
+        run_first_row_ms: Vec<f64>,
+        run_total_seconds: Vec<f64>,
+        bytes: usize,
+    ) -> StreamingResult {
+        let total = median(&run_total_seconds);
+        let result = StreamingResult {
+            rows,
+            first_row_ms: median(&run_first_row_ms),
+            total_seconds: total,
+            rows_per_second: rows as f64 / total,
+            mib_per_second: bytes as f64 / (1024.0 * 1024.0) / total,
+            run_first_row_ms,
+            run_total_seconds,
+            format,
+            mode,
+        };
+        eprintln!(
+            "{} {}: first row {:.1} ms, {:.0} rows/s",
+            result.format, result.mode, result.first_row_ms, result.rows_per_second
+        );
+        result
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct MixedStreamResult {
     pub store: String,
@@ -574,23 +605,14 @@ async fn measure_streaming(
             totals.push(total.as_secs_f64());
             bytes = body_bytes;
         }
-        let total = median(&totals);
-        let result = StreamingResult {
-            format: format.into(),
-            mode: mode.into(),
-            rows: config.large_result_rows as u64,
-            first_row_ms: median(&first_rows),
-            total_seconds: total,
-            rows_per_second: config.large_result_rows as f64 / total,
-            mib_per_second: bytes as f64 / (1024.0 * 1024.0) / total,
-            run_first_row_ms: first_rows,
-            run_total_seconds: totals,
-        };
-        eprintln!(
-            "{format} {mode}: first row {:.1} ms, {:.0} rows/s",
-            result.first_row_ms, result.rows_per_second
-        );
-        out.push(result);
+        out.push(StreamingResult::from_runs(
+            format.into(),
+            mode.into(),
+            config.large_result_rows as u64,
+            first_rows,
+            totals,
+            bytes,
+        ));
     }
     out.push(measure_flight(config, flight, &statement).await?);
     Ok(out)
@@ -646,23 +668,14 @@ async fn measure_flight(
         totals.push(total.as_secs_f64());
         bytes = parts.iter().map(|p| p.2).sum();
     }
-    let total = median(&totals);
-    let result = StreamingResult {
-        format: format!("arrow (Flight SQL, {endpoints} endpoints)"),
-        mode: "parallel endpoints".into(),
-        rows: config.large_result_rows as u64,
-        first_row_ms: median(&first_rows),
-        total_seconds: total,
-        rows_per_second: config.large_result_rows as f64 / total,
-        mib_per_second: bytes as f64 / (1024.0 * 1024.0) / total,
-        run_first_row_ms: first_rows,
-        run_total_seconds: totals,
-    };
-    eprintln!(
-        "flight: first row {:.1} ms, {:.0} rows/s",
-        result.first_row_ms, result.rows_per_second
-    );
-    Ok(result)
+    Ok(StreamingResult::from_runs(
+        format!("arrow (Flight SQL, {endpoints} endpoints)"),
+        "parallel endpoints".into(),
+        config.large_result_rows as u64,
+        first_rows,
+        totals,
+        bytes,
+    ))
 }
 
 /// `clients` clients sending Q_small (a 10,000-key range) and as many sending Q_large (every

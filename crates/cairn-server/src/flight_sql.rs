@@ -191,13 +191,8 @@ impl CairnFlightSql {
             .with_ordered(partitions <= 1);
         if partitions == 0 {
             // A statement without rows has run; its count of changed records is the answer.
-            result.finished().await;
-            if let ResultStatus::Failed(_) = result.status() {
-                return Err(self.failure(&result));
-            }
-            let changed = result.metrics().mutation_count.unwrap_or(0);
-            self.state.store.remove(&result.id);
-            return Ok(Response::new(info.with_total_records(changed as i64)));
+            let changed = self.changed_count(&result).await?;
+            return Ok(Response::new(info.with_total_records(changed)));
         }
         for partition in 0..partitions {
             info = info.with_endpoint(
@@ -225,22 +220,28 @@ impl CairnFlightSql {
     /// records.
     async fn update(&self, request: QueryRequest) -> Result<i64, Status> {
         let result = self.state.launch(request).map_err(status)?;
-        result.finished().await;
-        if let ResultStatus::Failed(_) = result.status() {
-            return Err(self.failure(&result));
-        }
-        let metrics = result.metrics();
+        self.changed_count(&result).await
+    }
+
+    /// Waits for a result to end and drops it: the records it changed (or rows it produced).
+    async fn changed_count(&self, result: &StoredResult) -> Result<i64, Status> {
+        let outcome = result.outcome().await;
         self.state.store.remove(&result.id);
+        let metrics = outcome.map_err(status)?;
         Ok(metrics.mutation_count.unwrap_or(metrics.result_count) as i64)
     }
 
-    fn handle(&self, handle: &[u8]) -> Result<PreparedHandle, Status> {
+    /// A request running the prepared statement `handle` names with its bound arguments.
+    fn prepared_request(&self, handle: &[u8]) -> Result<QueryRequest, Status> {
         let name = String::from_utf8_lossy(handle);
-        self.prepared.lock().get(name.as_ref()).cloned().ok_or_else(|| {
+        let prepared = self.prepared.lock().get(name.as_ref()).cloned().ok_or_else(|| {
             Status::not_found(format!(
                 "CAIRN-H011: no prepared statement has the handle {name} (closed, or never created)"
             ))
-        })
+        })?;
+        let mut request = QueryRequest::new(prepared.sql);
+        request.args = prepared.arguments;
+        Ok(request)
     }
 
     /// Reads the one row of arguments a client binds to a prepared statement. A request that
@@ -401,9 +402,7 @@ impl FlightSqlService for CairnFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let prepared = self.handle(&query.prepared_statement_handle)?;
-        let mut run = QueryRequest::new(prepared.sql);
-        run.args = prepared.arguments;
+        let run = self.prepared_request(&query.prepared_statement_handle)?;
         self.launch(run, request.into_inner()).await
     }
 
@@ -456,9 +455,7 @@ impl FlightSqlService for CairnFlightSql {
     ) -> Result<i64, Status> {
         self.bind(&query.prepared_statement_handle, request.into_inner())
             .await?;
-        let prepared = self.handle(&query.prepared_statement_handle)?;
-        let mut run = QueryRequest::new(prepared.sql);
-        run.args = prepared.arguments;
+        let run = self.prepared_request(&query.prepared_statement_handle)?;
         self.update(run).await
     }
 

@@ -146,8 +146,7 @@ async fn submit_checked(
         )
             .into_response()),
         Mode::Deferred => {
-            result.finished().await;
-            if let ResultStatus::Failed(error) = result.status() {
+            if let Err(error) = result.outcome().await {
                 state.store.remove(&result.id);
                 return Err(error);
             }

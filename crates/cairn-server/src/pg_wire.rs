@@ -250,11 +250,7 @@ impl PgService {
             return Err(pg_error(error));
         }
         if result.partition_count() == 0 {
-            result.finished().await;
-            if let ResultStatus::Failed(error) = result.status() {
-                return Err(pg_error(error));
-            }
-            let changed = result.metrics().mutation_count;
+            let changed = result.outcome().await.map_err(pg_error)?.mutation_count;
             if let (Some(count), Some(n)) = (
                 changed,
                 client

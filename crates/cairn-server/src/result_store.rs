@@ -520,6 +520,15 @@ impl StoredResult {
         }
     }
 
+    /// Waits until the result has ended: its metrics, or the error it ended with.
+    pub async fn outcome(&self) -> Result<ResultMetrics, ApiError> {
+        self.finished().await;
+        match self.status() {
+            ResultStatus::Failed(error) => Err(error),
+            _ => Ok(self.metrics()),
+        }
+    }
+
     /// A reader over the result's batches.
     pub fn reader(self: &Arc<Self>, reading: Reading) -> ResultReader {
         ResultReader {

@@ -43,6 +43,29 @@ async fn read_all(client: &FlightSqlServiceClient<Channel>, info: FlightInfo) ->
         .collect()
 }
 
+/// The values of the string column `name` across `batches`.
+fn strings(batches: &[RecordBatch], name: &str) -> Vec<String> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let column = b.column_by_name(name).unwrap();
+            let column = column.as_any().downcast_ref::<StringArray>().unwrap();
+            (0..column.len())
+                .map(|i| column.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// One row binding `$1` to `value`.
+fn int64_parameter(value: i64) -> RecordBatch {
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("$1", DataType::Int64, false)])),
+        vec![Arc::new(Int64Array::from(vec![value]))],
+    )
+    .unwrap()
+}
+
 fn ids(batches: &[RecordBatch]) -> Vec<i64> {
     batches
         .iter()
@@ -111,23 +134,9 @@ fn statements_read_every_partition_in_parallel_and_prepared_statements_bind() {
         assert_eq!(lookup.parameter_schema().unwrap().fields().len(), 1);
         assert_eq!(lookup.dataset_schema().unwrap().field(0).name(), "name");
         for id in [42i64, 7] {
-            let parameters = RecordBatch::try_new(
-                Arc::new(Schema::new(vec![Field::new("$1", DataType::Int64, false)])),
-                vec![Arc::new(Int64Array::from(vec![id]))],
-            )
-            .unwrap();
-            lookup.set_parameters(parameters).unwrap();
+            lookup.set_parameters(int64_parameter(id)).unwrap();
             let batches = read_all(&client, lookup.execute().await.unwrap()).await;
-            let names: Vec<String> = batches
-                .iter()
-                .flat_map(|b| {
-                    let column = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
-                    (0..column.len())
-                        .map(|i| column.value(i).to_string())
-                        .collect::<Vec<_>>()
-                })
-                .collect();
-            assert_eq!(names, vec![format!("item-{id}")]);
+            assert_eq!(strings(&batches, "name"), vec![format!("item-{id}")]);
         }
         lookup.close().await.unwrap();
 
@@ -135,12 +144,7 @@ fn statements_read_every_partition_in_parallel_and_prepared_statements_bind() {
             .prepare("DELETE FROM items WHERE bucket = $1".into(), None)
             .await
             .unwrap();
-        let parameters = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![Field::new("$1", DataType::Int64, false)])),
-            vec![Arc::new(Int64Array::from(vec![3]))],
-        )
-        .unwrap();
-        delete.set_parameters(parameters).unwrap();
+        delete.set_parameters(int64_parameter(3)).unwrap();
         assert_eq!(delete.execute_update().await.unwrap(), 100);
         let info = client
             .execute("SELECT count(*) FROM items".into(), None)
@@ -179,21 +183,7 @@ fn catalogs_errors_tokens_and_abandoned_reads() {
             })
             .await
             .unwrap();
-        let batches = read_all(&client, tables).await;
-        let names: Vec<String> = batches
-            .iter()
-            .flat_map(|b| {
-                let column = b
-                    .column_by_name("table_name")
-                    .unwrap()
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .unwrap();
-                (0..column.len())
-                    .map(|i| column.value(i).to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let names = strings(&read_all(&client, tables).await, "table_name");
         assert!(names.contains(&"items".to_string()), "{names:?}");
         let catalogs = read_all(&client, client.clone().get_catalogs().await.unwrap()).await;
         assert_eq!(catalogs.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
