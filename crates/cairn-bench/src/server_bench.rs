@@ -552,11 +552,15 @@ async fn measure_streaming(
 ) -> Result<Vec<StreamingResult>, Error> {
     let copies = (config.large_result_rows + config.rows - 1) / config.rows;
     let values: Vec<String> = (1..=copies).map(|c| format!("({c})")).collect();
-    let statement = format!(
-        "SELECT s.* FROM supplier_0 s, (VALUES {}) AS copies(c) LIMIT {}",
-        values.join(", "),
-        config.large_result_rows
+    // Without a LIMIT when the copies come out even, so the result keeps the supplier scan's
+    // partitions (one Flight SQL endpoint each); a LIMIT gathers them into one.
+    let mut statement = format!(
+        "SELECT s.* FROM (VALUES {}) AS copies(c), supplier_0 s",
+        values.join(", ")
     );
+    if copies * config.rows != config.large_result_rows {
+        statement.push_str(&format!(" LIMIT {}", config.large_result_rows));
+    }
     let mut out = Vec::new();
     for (format, mode) in [
         ("json", "immediate"),

@@ -10,6 +10,7 @@ pub mod error;
 pub mod flight_sql;
 pub mod http_service;
 pub mod metrics;
+pub mod pg_catalog;
 pub mod pg_wire;
 pub mod query_executor;
 pub mod query_runner;

@@ -5,6 +5,7 @@
 //! ROLLBACK after a change is refused rather than pretending to undo it.
 
 use crate::error::{ApiError, CANCELLED, TIMED_OUT};
+use crate::pg_catalog;
 use crate::request::{QueryRequest, Reading};
 use crate::result_store::ResultStatus;
 use crate::service_state::ServiceState;
@@ -325,8 +326,13 @@ impl SimpleQueryHandler for PgService {
         let mut responses = Vec::new();
         for statement in split_statements(query) {
             responses.push(
-                self.run(client, statement.text, Vec::new(), &Format::UnifiedText)
-                    .await?,
+                self.run(
+                    client,
+                    &pg_catalog::translate(statement.text),
+                    Vec::new(),
+                    &Format::UnifiedText,
+                )
+                .await?,
             );
         }
         if responses.is_empty() {
@@ -403,7 +409,7 @@ impl QueryParser for PgParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let sql = sql.trim().trim_end_matches(';').to_string();
+        let sql = pg_catalog::translate(sql.trim().trim_end_matches(';')).into_owned();
         if is_query(&sql).map_err(engine_error)? {
             let prepared = self.state.db.prepare(&sql).await.map_err(engine_error)?;
             return Ok(Some(PgStatement {
@@ -450,6 +456,10 @@ pub async fn serve(
     state: Arc<ServiceState>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    if let Err(e) = pg_catalog::install(&state.db) {
+        // Queries still work; only clients' catalog queries fail, each with its own error.
+        tracing::warn!("{e}");
+    }
     let handlers = Arc::new(PgHandlers::new(state));
     tokio::pin!(shutdown);
     loop {

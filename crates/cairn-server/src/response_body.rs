@@ -65,9 +65,16 @@ pub fn metrics_json(result: &StoredResult, result_size: u64) -> Value {
     out
 }
 
+/// Rows in the first piece of a body. Encoding a whole first batch (8,192 rows) as JSON takes
+/// longer than computing it, so a result opens with a small piece and the pieces double until
+/// they are whole batches: the first row leaves early, and later rows go in large writes.
+const FIRST_PIECE_ROWS: usize = 64;
+
 struct BodyState {
     result: Arc<StoredResult>,
     reader: ResultReader,
+    /// A batch being written piece by piece, and how many of its rows were written.
+    pending: Option<(RecordBatch, usize)>,
     format: Format,
     pretty: bool,
     /// The JSON envelope's opening members; `None` for the bare formats.
@@ -98,6 +105,7 @@ pub fn rows_body(
     let state = BodyState {
         result,
         reader,
+        pending: None,
         format,
         pretty,
         head,
@@ -130,15 +138,31 @@ impl BodyState {
                         return Some(Ok(Bytes::from(text)));
                     }
                 }
-                Stage::Rows => match self.reader.next().await {
-                    Some(Ok(batch)) => match self.encode(&batch) {
+                Stage::Rows => {
+                    let Some((batch, written)) = self.pending.take() else {
+                        match self.reader.next().await {
+                            Some(Ok(batch)) => self.pending = Some((batch, 0)),
+                            Some(Err(error)) => return Some(self.end(Err(error))),
+                            None => return Some(self.end(Ok(()))),
+                        }
+                        continue;
+                    };
+                    let remaining = batch.num_rows() - written;
+                    if remaining == 0 {
+                        continue; // an empty batch: the body's end writes what an empty result needs
+                    }
+                    let piece_rows =
+                        remaining.min((self.rows_written as usize).max(FIRST_PIECE_ROWS));
+                    let piece = batch.slice(written, piece_rows);
+                    if piece_rows < remaining {
+                        self.pending = Some((batch, written + piece_rows));
+                    }
+                    match self.encode(&piece) {
                         Ok(bytes) if bytes.is_empty() => continue,
                         Ok(bytes) => return Some(Ok(Bytes::from(bytes))),
                         Err(e) => return Some(self.end(Err(e))),
-                    },
-                    Some(Err(error)) => return Some(self.end(Err(error))),
-                    None => return Some(self.end(Ok(()))),
-                },
+                    }
+                }
             }
         }
     }

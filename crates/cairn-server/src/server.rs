@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::TcpListenerStream;
 
 /// A bound, not yet serving, server.
@@ -106,12 +107,19 @@ impl Server {
             shutdown.await;
             let _ = stop.send(true);
         });
+        // Without TCP_NODELAY a response written in two parts (head, then body) waits for the
+        // client's delayed ACK: 40 ms added to every short query, and to every HTTP/2 flow-control
+        // window of a large Flight result.
+        let flight_connections = TcpListenerStream::new(self.flight).map(|connection| {
+            if let Ok(tcp) = &connection {
+                let _ = tcp.set_nodelay(true);
+            }
+            connection
+        });
         let flight = tonic::transport::Server::builder()
             .add_service(flight_service(self.state.clone()))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.flight), signal());
+            .serve_with_incoming_shutdown(flight_connections, signal());
         let pg = pg_wire::serve(self.pg, self.state.clone(), signal());
-        // Without TCP_NODELAY a response written in two parts (head, then body) waits for the
-        // client's delayed ACK: 40 ms added to every short query.
         let http_listener = self.http.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });

@@ -1,6 +1,7 @@
 //! The PostgreSQL wire protocol against a real server over real sockets: `psql` (from Debian's
-//! postgresql-client) runs DDL, DML and queries and lists the datasets; psycopg (from PyPI)
-//! runs parameterized queries and changes, sees errors, and reconnects with the token.
+//! postgresql-client) runs DDL, DML and queries and lists the datasets (`\dt`, `\d name`);
+//! psycopg (from PyPI) runs parameterized queries and changes, sees errors, and reconnects with
+//! the token.
 
 mod common;
 
@@ -72,6 +73,21 @@ fn psql_defines_changes_queries_and_lists_datasets() {
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
     ));
     assert!(tables.lines().any(|t| t == "people"), "{tables}");
+    // psql's own catalog commands read pg_catalog.
+    let listed = stdout_of(psql(&server, None, "\\dt"));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("public|people|table|")),
+        "{listed}"
+    );
+    let described = stdout_of(psql(&server, None, "\\d people"));
+    for column in ["id|bigint|", "name|", "age|bigint|"] {
+        assert!(
+            described.lines().any(|l| l.starts_with(column)),
+            "{described}"
+        );
+    }
 
     let failed = psql(&server, None, "SELECT nope FROM people");
     assert!(!failed.status.success());
