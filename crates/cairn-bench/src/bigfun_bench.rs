@@ -8,7 +8,7 @@ use crate::bigfun::params::{ParameterGenerator, Population, RunParameters};
 use crate::bigfun::workload::{self, Case};
 use crate::bigfun::{GenerateOptions, generate_to_dir};
 use crate::bigfun_report;
-use crate::environment::Environment;
+use crate::environment::{Environment, repo_path};
 use crate::http_client::QueryClient;
 use cairn_engine::{Database, StatementOutcome};
 use cairn_server::{Server, ServerConfig};
@@ -574,17 +574,6 @@ async fn run_cairn_cases(
         });
     }
     Ok(())
-}
-
-/// `relative` (a path inside the repository) from the working directory when it is the
-/// repository's root, else from where this crate was built.
-pub(crate) fn repo_path(relative: &str) -> PathBuf {
-    if Path::new(relative).exists() {
-        return PathBuf::from(relative);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
 }
 
 /// The Python the peers run under: `--python`, or the virtualenv python-env.sh sets up.

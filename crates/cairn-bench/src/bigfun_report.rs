@@ -361,9 +361,7 @@ pub fn write(
     write_report(results_dir, &raw_name, report, &page_name, |raw_path| {
         let chart = python.and_then(|python| {
             let status = std::process::Command::new(python)
-                .arg(crate::bigfun_bench::repo_path(
-                    "bench/peers/bigfun_chart.py",
-                ))
+                .arg(crate::environment::repo_path("bench/peers/bigfun_chart.py"))
                 .arg(raw_path)
                 .arg(results_dir.join(&chart_name))
                 .status()

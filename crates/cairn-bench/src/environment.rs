@@ -1,7 +1,30 @@
-//! What a benchmark report states about where it ran: machine, versions, command line.
+//! What a benchmark report states about where it ran (machine, versions, command line), and the
+//! Python that runs the peer systems.
 
 use serde::Serialize;
+use std::path::PathBuf;
 use std::process::Command;
+
+/// `relative` (a path inside the repository) from the working directory when it is the
+/// repository's root, else from where this crate was built.
+pub fn repo_path(relative: &str) -> PathBuf {
+    if std::path::Path::new(relative).exists() {
+        return PathBuf::from(relative);
+    }
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+/// The Python of the peers' virtualenv (made by bench/peers/python-env.sh), or `CAIRN_PYTHON`.
+pub fn peer_python() -> PathBuf {
+    std::env::var_os("CAIRN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/cairn-venv/bin/python")
+        })
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {

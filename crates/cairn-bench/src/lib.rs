@@ -15,3 +15,5 @@ pub mod server_bench;
 pub mod sql_bench;
 pub mod stats;
 pub mod storage_bench;
+pub mod tpch;
+pub mod tpch_bench;

@@ -472,7 +472,7 @@ async fn start_asterixdb(
     parquet: &Path,
     work: &Path,
 ) -> Result<(String, LookupTarget), Error> {
-    let script = crate::bigfun_bench::repo_path("bench/peers/asterixdb/server.sh");
+    let script = crate::environment::repo_path("bench/peers/asterixdb/server.sh");
     let install = config.work_dir.join("asterixdb");
     eprintln!("starting AsterixDB (installing it first if needed)");
     let output = std::process::Command::new("bash")
@@ -520,7 +520,7 @@ async fn start_asterixdb(
 
 /// Stops the sample cluster, so that it takes no share of the machine from what follows.
 fn stop_asterixdb(config: &ServerBenchConfig) {
-    let script = crate::bigfun_bench::repo_path("bench/peers/asterixdb/server.sh");
+    let script = crate::environment::repo_path("bench/peers/asterixdb/server.sh");
     let _ = std::process::Command::new("bash")
         .arg(&script)
         .arg("stop")
@@ -768,16 +768,8 @@ async fn measure_mixed(
 /// Draws the charts with bench/peers/server_chart.py when the peers' Python (with matplotlib,
 /// from bench/peers/python-env.sh, or CAIRN_PYTHON) is at hand; the page says if not.
 fn draw_chart(raw: &Path, out: &Path) -> Option<&'static str> {
-    let python = std::env::var_os("CAIRN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/cairn-venv/bin/python")
-        });
-    let status = std::process::Command::new(python)
-        .arg(crate::bigfun_bench::repo_path(
-            "bench/peers/server_chart.py",
-        ))
+    let status = std::process::Command::new(crate::environment::peer_python())
+        .arg(crate::environment::repo_path("bench/peers/server_chart.py"))
         .arg(raw)
         .arg(out)
         .status()

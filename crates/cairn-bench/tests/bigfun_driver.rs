@@ -4,25 +4,17 @@
 
 use cairn_bench::bigfun::canonical::{canonical_row, checksum};
 use cairn_bench::bigfun_bench::{self, BigfunBenchArgs};
+use cairn_bench::environment::peer_python;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Command;
-
-fn python() -> PathBuf {
-    std::env::var_os("CAIRN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/cairn-venv/bin/python")
-        })
-}
 
 fn peers_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers")
 }
 
 #[test]
-fn canonical_forms_agree_between_rust_and_python() {
+fn canonical_forms_agree_between_rust_and_peer_python() {
     let rows: Vec<Vec<Value>> = vec![
         vec![
             json!(1),
@@ -48,7 +40,7 @@ fn canonical_forms_agree_between_rust_and_python() {
          'date': canonical_value(datetime.date(2001, 1, 1))}}))",
         peers_dir().display().to_string()
     );
-    let mut child = Command::new(python())
+    let mut child = Command::new(peer_python())
         .args(["-c", &script])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -90,7 +82,7 @@ async fn every_case_runs_on_cairn_over_both_doors_and_duckdb_with_the_same_answe
         warmup: 0,
         timeout_seconds: 120.0,
         only: Vec::new(),
-        python: Some(python()),
+        python: Some(peer_python()),
         work_dir: dir.path().join("work"),
         results_dir: results.clone(),
     };

@@ -1,0 +1,140 @@
+//! The eight TPC-H tables as Cairn stores them: their primary keys, how many generator parts a
+//! table is cut into per scale factor, the conversion of tpchgen's Arrow batches to Cairn's
+//! types, and the `CREATE TABLE` statement derived from the converted schema.
+//!
+//! Money and quantities are DOUBLE: Cairn has no DECIMAL type yet. Every system in a TPC-H run
+//! reads the same generated files, so they all compute over the same doubles.
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use std::sync::Arc;
+
+/// One TPC-H table.
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    pub name: &'static str,
+    pub primary_key: &'static [&'static str],
+    /// Generator parts per unit of scale factor (rows grow with it); 0 for nation and region,
+    /// whose 25 and 5 rows do not.
+    pub parts_per_scale_factor: f64,
+}
+
+/// Every table, small ones first.
+pub const TABLES: [Table; 8] = [
+    Table {
+        name: "region",
+        primary_key: &["r_regionkey"],
+        parts_per_scale_factor: 0.0,
+    },
+    Table {
+        name: "nation",
+        primary_key: &["n_nationkey"],
+        parts_per_scale_factor: 0.0,
+    },
+    Table {
+        name: "supplier",
+        primary_key: &["s_suppkey"],
+        parts_per_scale_factor: 0.2,
+    },
+    Table {
+        name: "customer",
+        primary_key: &["c_custkey"],
+        parts_per_scale_factor: 1.0,
+    },
+    Table {
+        name: "part",
+        primary_key: &["p_partkey"],
+        parts_per_scale_factor: 1.0,
+    },
+    Table {
+        name: "partsupp",
+        primary_key: &["ps_partkey", "ps_suppkey"],
+        parts_per_scale_factor: 2.0,
+    },
+    Table {
+        name: "orders",
+        primary_key: &["o_orderkey"],
+        parts_per_scale_factor: 3.0,
+    },
+    Table {
+        name: "lineitem",
+        primary_key: &["l_orderkey", "l_linenumber"],
+        parts_per_scale_factor: 10.0,
+    },
+];
+
+/// The table named `name`.
+pub fn table(name: &str) -> Option<&'static Table> {
+    TABLES.iter().find(|t| t.name == name)
+}
+
+impl Table {
+    /// Generator parts at `scale_factor`: about 600,000 lineitem rows each, so parts are
+    /// work units for every core and a progress bar moves.
+    pub fn parts(&self, scale_factor: f64) -> usize {
+        ((scale_factor * self.parts_per_scale_factor).ceil() as usize).max(1)
+    }
+
+    /// `CREATE TABLE` for this table with `schema` (a converted one, see [`to_cairn_types`]):
+    /// every column NOT NULL, the primary key declared.
+    pub fn create_statement(&self, schema: &Schema) -> Result<String, String> {
+        let mut columns = Vec::new();
+        for field in schema.fields() {
+            let sql_type = match field.data_type() {
+                DataType::Int32 => "INT",
+                DataType::Int64 => "BIGINT",
+                DataType::Float64 => "DOUBLE",
+                DataType::Utf8 => "VARCHAR",
+                DataType::Date32 => "DATE",
+                other => {
+                    return Err(format!(
+                        "{}.{} has type {other}, which the TPC-H tables do not use",
+                        self.name,
+                        field.name()
+                    ));
+                }
+            };
+            columns.push(format!("{} {sql_type} NOT NULL", field.name()));
+        }
+        Ok(format!(
+            "CREATE TABLE {} ({}, PRIMARY KEY ({}))",
+            self.name,
+            columns.join(", "),
+            self.primary_key.join(", ")
+        ))
+    }
+}
+
+/// The type Cairn stores a tpchgen column as: decimals become doubles, string views strings.
+fn cairn_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::Decimal128(..) | DataType::Decimal256(..) => DataType::Float64,
+        DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+        other => other.clone(),
+    }
+}
+
+/// `schema` with Cairn's types (see [`cairn_type`]), every column non-nullable.
+pub fn cairn_schema(schema: &Schema) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), cairn_type(f.data_type()), false))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// A tpchgen batch converted to Cairn's types.
+pub fn to_cairn_types(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = cairn_schema(&batch.schema());
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| cast(column, field.data_type()))
+        .collect::<Result<Vec<ArrayRef>, _>>()?;
+    RecordBatch::try_new(schema, columns)
+}

@@ -1,0 +1,489 @@
+//! `cairn bench tpch`: TPC-H the seeds' way (chapter 4 of the AsterixDB thesis): the 22 queries
+//! run in sequence `--runs` times, the first run dropped and the others averaged, on Cairn and
+//! beside it DuckDB and plain DataFusion over the same generated files; every answer checked
+//! against DuckDB's. Writes `tpch-sf<X>.md` in the layout of the thesis's Table 4.8 (queries by
+//! systems, totals and geometric mean) with storage size and load time, and the raw JSON.
+
+use crate::environment::{Environment, peer_python};
+use crate::tpch::answers::{batch_rows, difference};
+use crate::tpch::generate::{GenerateOptions, OutputFormat, generate_to_dir};
+use crate::tpch::load::load_tables;
+use crate::tpch::params::{random, validation};
+use crate::tpch::queries::instantiate;
+use cairn_engine::Database;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The systems the runner knows, in report column order; DuckDB's answers are the reference.
+pub const SYSTEMS: [&str; 3] = ["cairn", "duckdb", "datafusion"];
+const REFERENCE: &str = "duckdb";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TpchBenchArgs {
+    /// Scale factor (generated into --work-dir/tpch-sf<X> unless already there).
+    #[arg(long, default_value_t = 1.0)]
+    pub sf: f64,
+    /// Systems to run, comma separated (of: cairn, duckdb, datafusion).
+    #[arg(long, value_delimiter = ',', default_value = "cairn,duckdb,datafusion")]
+    pub systems: Vec<String>,
+    /// Times the sequence of 22 queries runs; the first is dropped, the others averaged.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Seed of the substitution parameters (qgen's draw); --validation uses the specification's
+    /// validation parameters instead.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub validation: bool,
+    /// A Cairn query that takes longer is stopped and reported as a timeout.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout_seconds: f64,
+    /// Scratch directory for generated data and databases.
+    #[arg(long, default_value = "bench/data")]
+    pub work_dir: PathBuf,
+    #[arg(long, default_value = "bench/results")]
+    pub results_dir: PathBuf,
+}
+
+/// One system's run of the 22 queries.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemRun {
+    pub system: String,
+    pub version: String,
+    pub load_seconds: f64,
+    pub bytes: Option<u64>,
+    /// Per query: the time of every run (None: timed out or failed), and the error if any.
+    pub seconds: Vec<Vec<Option<f64>>>,
+    pub errors: Vec<Option<String>>,
+    /// Per query: None when the answer matched the reference's (or is the reference).
+    pub mismatches: Vec<Option<String>>,
+    #[serde(skip)]
+    answers: Vec<Option<Vec<Vec<Value>>>>,
+}
+
+impl SystemRun {
+    /// The seeds' measure of query `index`: the mean of the runs after the first.
+    pub fn measured(&self, index: usize) -> Option<f64> {
+        let runs = &self.seconds[index];
+        let kept: Vec<f64> = runs
+            .iter()
+            .skip(usize::from(runs.len() > 1))
+            .copied()
+            .collect::<Option<_>>()?;
+        (!kept.is_empty()).then(|| kept.iter().sum::<f64>() / kept.len() as f64)
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct TpchReport {
+    pub environment: Environment,
+    pub scale_factor: f64,
+    pub parameters: String,
+    pub queries: Vec<String>,
+    pub data_bytes: u64,
+    pub generate_seconds: Option<f64>,
+    pub systems: Vec<SystemRun>,
+}
+
+/// Runs the benchmark and writes the report; fails (after writing it) if an answer differs
+/// from DuckDB's.
+pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
+    for system in &args.systems {
+        if !SYSTEMS.contains(&system.as_str()) {
+            return Err(format!(
+                "unknown system `{system}` (known: {})",
+                SYSTEMS.join(", ")
+            ));
+        }
+    }
+    if args.runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    let environment = Environment::capture();
+    let label = scale_label(args.sf);
+    let data = args.work_dir.join(format!("tpch-sf{label}"));
+    let generate_seconds = ensure_data(args.sf, &data)?;
+    let queries: Vec<String> = (1..=22)
+        .map(|number| {
+            let parameters = if args.validation {
+                validation(number)
+            } else {
+                random(number, args.sf, args.seed)
+            };
+            instantiate(number, &parameters)
+        })
+        .collect::<Result<_, _>>()?;
+
+    let mut systems = Vec::new();
+    for system in SYSTEMS
+        .iter()
+        .filter(|s| args.systems.iter().any(|a| a == *s))
+    {
+        eprintln!("TPC-H SF {label}: {system}");
+        let run = match *system {
+            "cairn" => run_cairn(args, &data, &queries).await?,
+            peer => run_peer(args, peer, &data, &queries)?,
+        };
+        systems.push(run);
+    }
+    check_answers(&mut systems);
+    let report = TpchReport {
+        environment,
+        scale_factor: args.sf,
+        parameters: if args.validation {
+            "validation".into()
+        } else {
+            format!("qgen draw, seed {}", args.seed)
+        },
+        queries,
+        data_bytes: directory_bytes(&data),
+        generate_seconds,
+        systems,
+    };
+    let page = write_report(args, &report).map_err(|e| format!("writing the report: {e}"))?;
+    let mismatched: Vec<String> = report
+        .systems
+        .iter()
+        .flat_map(|s| {
+            s.mismatches.iter().enumerate().filter_map(move |(i, m)| {
+                m.as_ref().map(|m| format!("{} Q{}: {m}", s.system, i + 1))
+            })
+        })
+        .collect();
+    if !mismatched.is_empty() {
+        return Err(format!(
+            "answers differ from DuckDB's (report in {}):\n{}",
+            page.display(),
+            mismatched.join("\n")
+        ));
+    }
+    Ok(page)
+}
+
+/// `1`, `0.1`, `10`: the scale factor as file names show it.
+fn scale_label(sf: f64) -> String {
+    format!("{sf}")
+}
+
+/// Generates the data unless a finished generation is there (its marker file); returns the
+/// time generation took, if it ran.
+fn ensure_data(sf: f64, data: &Path) -> Result<Option<f64>, String> {
+    let marker = data.join("generated.json");
+    if marker.exists() {
+        return Ok(None);
+    }
+    eprintln!("generating TPC-H SF {sf} into {}", data.display());
+    let report = generate_to_dir(&GenerateOptions::new(sf), data, &|_| {})
+        .map_err(|e| format!("generating TPC-H SF {sf}: {e}"))?;
+    let rows: serde_json::Map<String, Value> = report
+        .rows
+        .iter()
+        .map(|(table, rows)| (table.to_string(), Value::from(*rows)))
+        .collect();
+    std::fs::write(&marker, Value::Object(rows).to_string())
+        .map_err(|e| format!("{}: {e}", marker.display()))?;
+    Ok(Some(report.seconds))
+}
+
+fn directory_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(m) if m.is_dir() => directory_bytes(&entry.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+async fn run_cairn(
+    args: &TpchBenchArgs,
+    data: &Path,
+    queries: &[String],
+) -> Result<SystemRun, String> {
+    let dir = args
+        .work_dir
+        .join(format!("tpch-cairn-sf{}", scale_label(args.sf)));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let started = Instant::now();
+    let db = Database::open(&dir, Default::default()).map_err(|e| e.to_string())?;
+    load_tables(&db, data, OutputFormat::Parquet).await?;
+    for table in crate::tpch::tables::TABLES {
+        db.storage()
+            .flush(table.name)
+            .map_err(|e| format!("flushing {}: {e}", table.name))?;
+    }
+    let load_seconds = started.elapsed().as_secs_f64();
+    let timeout = Duration::from_secs_f64(args.timeout_seconds);
+    let mut seconds = vec![Vec::new(); queries.len()];
+    let mut errors = vec![None; queries.len()];
+    let mut answers = vec![None; queries.len()];
+    for _ in 0..args.runs {
+        for (index, text) in queries.iter().enumerate() {
+            let began = Instant::now();
+            match tokio::time::timeout(timeout, db.sql(text)).await {
+                Ok(Ok(batches)) => {
+                    seconds[index].push(Some(began.elapsed().as_secs_f64()));
+                    answers[index] = Some(batch_rows(&batches)?);
+                }
+                Ok(Err(error)) => {
+                    seconds[index].push(None);
+                    errors[index] = Some(error.to_string());
+                }
+                Err(_) => {
+                    seconds[index].push(None);
+                    errors[index] = Some(format!("timed out after {} s", args.timeout_seconds));
+                }
+            }
+        }
+    }
+    Ok(SystemRun {
+        system: "cairn".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        load_seconds,
+        bytes: Some(directory_bytes(&dir)),
+        mismatches: vec![None; queries.len()],
+        seconds,
+        errors,
+        answers,
+    })
+}
+
+fn run_peer(
+    args: &TpchBenchArgs,
+    system: &str,
+    data: &Path,
+    queries: &[String],
+) -> Result<SystemRun, String> {
+    let input: Vec<Value> = queries
+        .iter()
+        .enumerate()
+        .map(|(i, text)| serde_json::json!({"number": i + 1, "text": text}))
+        .collect();
+    std::fs::create_dir_all(&args.work_dir).map_err(|e| e.to_string())?;
+    let queries_file = args.work_dir.join("tpch-queries.json");
+    std::fs::write(&queries_file, Value::from(input).to_string()).map_err(|e| e.to_string())?;
+    let mut command = std::process::Command::new(peer_python());
+    command
+        .arg(crate::environment::repo_path("bench/peers/tpch_peer.py"))
+        .args(["--system", system, "--runs", &args.runs.to_string()])
+        .arg("--data")
+        .arg(data)
+        .arg("--queries")
+        .arg(&queries_file);
+    if system == "duckdb" {
+        command.arg("--database").arg(
+            args.work_dir
+                .join(format!("tpch-duckdb-sf{}.duckdb", scale_label(args.sf))),
+        );
+    }
+    let output = command.output().map_err(|e| {
+        format!("{system}: cannot run the peers' Python (bench/peers/python-env.sh): {e}")
+    })?;
+    if !output.status.success() {
+        return Err(format!(
+            "{system} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let result: Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("{system}: {e}"))?;
+    let answers_json = result["queries"].as_array().cloned().unwrap_or_default();
+    let seconds = answers_json
+        .iter()
+        .map(|q| {
+            q["seconds"]
+                .as_array()
+                .map(|runs| runs.iter().map(Value::as_f64).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    let answers = answers_json
+        .iter()
+        .map(|q| {
+            q["rows"].as_array().map(|rows| {
+                rows.iter()
+                    .map(|r| r.as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
+        })
+        .collect();
+    Ok(SystemRun {
+        system: system.into(),
+        version: result["version"].as_str().unwrap_or_default().into(),
+        load_seconds: result["load_seconds"].as_f64().unwrap_or_default(),
+        bytes: result["bytes"].as_u64(),
+        seconds,
+        errors: vec![None; queries.len()],
+        mismatches: vec![None; queries.len()],
+        answers,
+    })
+}
+
+/// Marks every answer that differs from the reference system's.
+fn check_answers(systems: &mut [SystemRun]) {
+    let Some(reference) = systems
+        .iter()
+        .find(|s| s.system == REFERENCE)
+        .map(|s| s.answers.clone())
+    else {
+        return;
+    };
+    for system in systems.iter_mut().filter(|s| s.system != REFERENCE) {
+        for (index, answer) in system.answers.iter().enumerate() {
+            if let (Some(ours), Some(Some(theirs))) = (answer, reference.get(index)) {
+                system.mismatches[index] = difference(ours, theirs);
+            }
+        }
+    }
+}
+
+fn write_report(args: &TpchBenchArgs, report: &TpchReport) -> std::io::Result<PathBuf> {
+    let label = scale_label(report.scale_factor);
+    let raw_dir = args.results_dir.join("raw");
+    std::fs::create_dir_all(&raw_dir)?;
+    let raw = raw_dir.join(format!("tpch-sf{label}.json"));
+    std::fs::write(&raw, serde_json::to_vec_pretty(report)?)?;
+    let page = args.results_dir.join(format!("tpch-sf{label}.md"));
+    std::fs::write(&page, markdown(report, &raw))?;
+    Ok(page)
+}
+
+fn seconds_cell(seconds: Option<f64>, error: Option<&String>) -> String {
+    match (seconds, error) {
+        (Some(s), _) => format!("{s:.3}"),
+        (None, Some(e)) if e.starts_with("timed out") => "timeout".into(),
+        (None, _) => "failed".into(),
+    }
+}
+
+fn markdown(report: &TpchReport, raw: &Path) -> String {
+    let mut out = format!(
+        "# TPC-H, scale factor {}\n\n`cairn bench tpch`: the 22 queries in sequence, {} times; the first run dropped, the others averaged (the AsterixDB thesis's protocol, its Table 4.8). Parameters: {}. Every answer is checked against DuckDB's.\n\n",
+        report.scale_factor,
+        report
+            .systems
+            .first()
+            .map_or(0, |s| s.seconds.first().map_or(0, Vec::len)),
+        report.parameters
+    );
+    out.push_str(&report.environment.markdown());
+    out.push_str(&format!(
+        "\nData: {:.1} MiB of Parquet (money as DOUBLE){}.\n\n",
+        report.data_bytes as f64 / 1048576.0,
+        report
+            .generate_seconds
+            .map(|s| format!(", generated in {s:.1} s"))
+            .unwrap_or_default()
+    ));
+    out.push_str("## Seconds per query\n\n| query |");
+    for system in &report.systems {
+        out.push_str(&format!(" {} {} |", system.system, system.version));
+    }
+    out.push_str(" answers |\n|---|");
+    for _ in &report.systems {
+        out.push_str("---:|");
+    }
+    out.push_str("---|\n");
+    for index in 0..report.queries.len() {
+        out.push_str(&format!("| Q{} |", index + 1));
+        for system in &report.systems {
+            out.push_str(&format!(
+                " {} |",
+                seconds_cell(system.measured(index), system.errors[index].as_ref())
+            ));
+        }
+        let mismatched: Vec<&str> = report
+            .systems
+            .iter()
+            .filter(|s| s.mismatches[index].is_some())
+            .map(|s| s.system.as_str())
+            .collect();
+        out.push_str(&format!(
+            " {} |\n",
+            if mismatched.is_empty() {
+                "agree".to_string()
+            } else {
+                format!("differ: {}", mismatched.join(", "))
+            }
+        ));
+    }
+    out.push_str("| **total** |");
+    for system in &report.systems {
+        let times: Option<Vec<f64>> = (0..report.queries.len())
+            .map(|i| system.measured(i))
+            .collect();
+        out.push_str(&match times {
+            Some(t) => format!(" **{:.2}** |", t.iter().sum::<f64>()),
+            None => " incomplete |".into(),
+        });
+    }
+    out.push_str(" |\n| geometric mean |");
+    for system in &report.systems {
+        let times: Option<Vec<f64>> = (0..report.queries.len())
+            .map(|i| system.measured(i))
+            .collect();
+        out.push_str(&match times {
+            Some(t) => format!(
+                " {:.3} |",
+                (t.iter().map(|s| s.max(1e-6).ln()).sum::<f64>() / t.len() as f64).exp()
+            ),
+            None => " incomplete |".into(),
+        });
+    }
+    out.push_str(" |\n\n## Storage and load (the thesis's Tables 4.4 and 4.5)\n\n| system | stored MiB | load s | how |\n|---|---:|---:|---|\n");
+    for system in &report.systems {
+        let how = match system.system.as_str() {
+            "cairn" => {
+                "datasets with the primary keys, bulk-loaded from the Parquet files, flushed"
+            }
+            "duckdb" => "CREATE TABLE AS SELECT from the Parquet files into a database file",
+            _ => "queries the Parquet files in place (load: registering them)",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {:.1} | {how} |\n",
+            system.system,
+            system
+                .bytes
+                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+            system.load_seconds
+        ));
+    }
+    let failures: Vec<String> = report
+        .systems
+        .iter()
+        .flat_map(|s| {
+            s.errors.iter().enumerate().filter_map(move |(i, e)| {
+                e.as_ref()
+                    .map(|e| format!("- {} Q{}: {e}", s.system, i + 1))
+            })
+        })
+        .chain(report.systems.iter().flat_map(|s| {
+            s.mismatches.iter().enumerate().filter_map(move |(i, m)| {
+                m.as_ref()
+                    .map(|m| format!("- {} Q{} differs from DuckDB: {m}", s.system, i + 1))
+            })
+        }))
+        .collect();
+    if !failures.is_empty() {
+        out.push_str("\n## Failures and differing answers\n\n");
+        out.push_str(&failures.join("\n"));
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\nRaw numbers: [{}]({}).\n",
+        raw.file_name().and_then(|n| n.to_str()).unwrap_or_default(),
+        format_args!(
+            "raw/{}",
+            raw.file_name().and_then(|n| n.to_str()).unwrap_or_default()
+        )
+    ));
+    out
+}
