@@ -544,7 +544,8 @@ fn write_json_lines(parquet: &Path, out: &Path) -> Result<(), Error> {
 }
 
 /// A large result (the supplier rows times a small table) in each format, immediate and —
-/// for JSON — deferred, where the first row can only come after the whole result exists.
+/// for JSON — deferred, where the first row can only come after the whole result exists; one
+/// warm-up run, then `runs` measured ones.
 async fn measure_streaming(
     config: &ServerBenchConfig,
     address: SocketAddr,
@@ -561,22 +562,24 @@ async fn measure_streaming(
     if copies * config.rows != config.large_result_rows {
         statement.push_str(&format!(" LIMIT {}", config.large_result_rows));
     }
-    let mut out = Vec::new();
-    for (format, mode) in [
+    const CASES: [(&str, &str); 4] = [
         ("json", "immediate"),
         ("arrow", "immediate"),
         ("ndjson", "immediate"),
         ("json", "deferred"),
-    ] {
-        let mut first_rows = Vec::new();
-        let mut totals = Vec::new();
-        let mut bytes = 0;
-        for _ in 0..config.runs {
+    ];
+    // The formats take turns within each run, after a warm-up run that is not counted, so no
+    // format is measured on colder caches than another.
+    let mut first_rows = vec![Vec::new(); CASES.len()];
+    let mut totals = vec![Vec::new(); CASES.len()];
+    let mut bytes = vec![0; CASES.len()];
+    for run in 0..=config.runs {
+        for (case, (format, mode)) in CASES.iter().enumerate() {
             let mut client = QueryClient::connect(address).await?;
             let parameters = [
                 ("statement", statement.as_str()),
-                ("format", format),
-                ("mode", mode),
+                ("format", *format),
+                ("mode", *mode),
             ];
             let started = Instant::now();
             let exchange = client.query(&parameters).await?;
@@ -587,7 +590,7 @@ async fn measure_streaming(
                 )
                 .into());
             }
-            let (first_row, total, body_bytes) = if mode == "deferred" {
+            let (first_row, total, body_bytes) = if *mode == "deferred" {
                 let handle = exchange.json()?["handle"]
                     .as_str()
                     .unwrap_or_default()
@@ -596,28 +599,35 @@ async fn measure_streaming(
                 // A read result stays in the store until its time to live; dropping it keeps
                 // the runs that follow from spilling it to disk.
                 client.delete(&handle).await?;
-                let completed = exchange.total;
                 (
-                    completed + result.first_row,
+                    exchange.total + result.first_row,
                     started.elapsed(),
                     result.body.len(),
                 )
             } else {
                 (exchange.first_row, exchange.total, exchange.body.len())
             };
-            first_rows.push(first_row.as_secs_f64() * 1e3);
-            totals.push(total.as_secs_f64());
-            bytes = body_bytes;
+            if run > 0 {
+                first_rows[case].push(first_row.as_secs_f64() * 1e3);
+                totals[case].push(total.as_secs_f64());
+                bytes[case] = body_bytes;
+            }
         }
-        out.push(StreamingResult::from_runs(
-            format.into(),
-            mode.into(),
-            config.large_result_rows as u64,
-            first_rows,
-            totals,
-            bytes,
-        ));
     }
+    let mut out: Vec<StreamingResult> = CASES
+        .iter()
+        .enumerate()
+        .map(|(case, (format, mode))| {
+            StreamingResult::from_runs(
+                format.to_string(),
+                mode.to_string(),
+                config.large_result_rows as u64,
+                std::mem::take(&mut first_rows[case]),
+                std::mem::take(&mut totals[case]),
+                bytes[case],
+            )
+        })
+        .collect();
     out.push(measure_flight(config, flight, &statement).await?);
     Ok(out)
 }
