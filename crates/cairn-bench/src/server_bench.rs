@@ -789,7 +789,7 @@ fn draw_chart(raw: &Path, out: &Path) -> Option<&'static str> {
 
 fn markdown(report: &ServerBenchReport, raw: &Path, chart: Option<&str>) -> String {
     let mut out = String::new();
-    out.push_str("# The query service over HTTP\n\n");
+    out.push_str("# The query service: HTTP and Arrow Flight SQL\n\n");
     out.push_str(&report.environment.markdown());
     out.push_str(&format!(
         "- Data: {} replicas of a TPC-H-shaped supplier table, {} rows each (loaded in {:.1} s)\n\

@@ -154,7 +154,10 @@ fn p(name: &'static str, value: impl ToString) -> (&'static str, String) {
     (name, value.to_string())
 }
 
-/// The specification's validation parameters for query `number` (1..=22).
+/// The specification's validation parameters for query `number`.
+///
+/// # Panics
+/// Unless 1 ≤ `number` ≤ 22: callers count through the 22 queries; no input picks a number.
 pub fn validation(number: usize) -> Parameters {
     match number {
         1 => vec![p("DELTA", 90)],
@@ -263,6 +266,9 @@ fn brand(random: &mut SplitMix) -> String {
 
 /// Random parameters for query `number` at `scale_factor`, as qgen draws them; the same
 /// `seed`, query and scale factor give the same parameters.
+///
+/// # Panics
+/// Unless 1 ≤ `number` ≤ 22, as [`validation`].
 pub fn random(number: usize, scale_factor: f64, seed: u64) -> Parameters {
     let random = &mut SplitMix::new(seed, number as u64);
     let year_start = |random: &mut SplitMix| format!("{}-01-01", random.range(1993, 1997));
