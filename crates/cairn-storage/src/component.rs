@@ -20,6 +20,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 use parquet::basic::Compression;
 use parquet::bloom_filter::Sbbf;
@@ -329,15 +330,44 @@ impl DiskComponent {
                     .cloned(),
                 None => None,
             };
-            let keys = component.read_columns(&reader_metadata, rg, true)?;
-            if keys.is_empty() || keys[0].len() as u64 != rows || rows == 0 {
+            if rows == 0 {
                 return Err(StorageError::corrupt(
                     &path,
                     format!("row group {rg} is empty"),
                 ));
             }
+            // The fences need only the row group's first and last keys: decoding just those
+            // (the page index skips the pages between) keeps opening a large dataset fast.
+            let ends = if rows == 1 {
+                vec![RowSelector::select(1)]
+            } else {
+                vec![
+                    RowSelector::select(1),
+                    RowSelector::skip(rows as usize - 2),
+                    RowSelector::select(1),
+                ]
+            };
+            let expected = ends.iter().filter(|s| !s.skip).count();
+            let mask = ProjectionMask::roots(
+                reader_metadata.parquet_schema(),
+                component.shape.key_column_indices.iter().copied(),
+            );
+            let batches = component.read_batches(
+                &reader_metadata,
+                vec![rg],
+                mask,
+                Some(expected),
+                Some(RowSelection::from(ends)),
+            )?;
+            let keys = concat_columns(&batches, &path)?;
+            if keys.is_empty() || keys[0].len() != expected {
+                return Err(StorageError::corrupt(
+                    &path,
+                    format!("row group {rg} does not hold the {rows} rows its metadata says"),
+                ));
+            }
             let min_key = key_at(&component.shape, &keys, 0);
-            let max_key = key_at(&component.shape, &keys, rows as usize - 1);
+            let max_key = key_at(&component.shape, &keys, expected - 1);
             fences.push(RowGroupFence {
                 first_row,
                 rows,

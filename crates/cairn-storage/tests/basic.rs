@@ -590,3 +590,34 @@ fn loads_read_in_small_blocks_keep_line_numbers() {
     let err = storage.load("items", &[bad], None).unwrap_err().to_string();
     assert!(err.contains("bad.json:251") && err.contains("`v`"), "{err}");
 }
+
+#[test]
+fn reopened_components_find_every_key_across_many_row_groups() {
+    // Opening a component reads only each row group's first and last keys for its fences; a
+    // wrong fence would hide the keys of a row group after reopening.
+    let dir = tempfile::tempdir().unwrap();
+    let options = || cairn_storage::StorageOptions {
+        row_group_rows: 64,
+        ..test_options()
+    };
+    {
+        let storage = cairn_storage::Storage::open(dir.path(), options()).unwrap();
+        storage
+            .create_dataset("items", item_dataset_type(), Some(2))
+            .unwrap();
+        let batch = (0..1000).map(|i| WriteOp::Insert(item(i * 3, 1))).collect();
+        storage.write("items", batch).unwrap();
+        storage.flush("items").unwrap();
+    }
+    let storage = cairn_storage::Storage::open(dir.path(), options()).unwrap();
+    for id in 0..1000 {
+        assert_eq!(
+            storage.get("items", &Key::int(id * 3)).unwrap(),
+            Some(item(id * 3, 1)),
+            "key {}",
+            id * 3
+        );
+        assert_eq!(storage.get("items", &Key::int(id * 3 + 1)).unwrap(), None);
+    }
+    assert_eq!(storage.stats("items").unwrap().live_rows, 1000);
+}
