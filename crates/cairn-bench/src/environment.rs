@@ -16,6 +16,17 @@ pub fn repo_path(relative: &str) -> PathBuf {
         .join(relative)
 }
 
+/// Runs a chart script of bench/peers (`script RAW.json OUT.png`) with the peers' Python, which
+/// has matplotlib; false if it could not (the report then says there is no chart).
+pub fn draw_chart(script: &str, raw: &std::path::Path, out: &std::path::Path) -> bool {
+    Command::new(peer_python())
+        .arg(repo_path(script))
+        .arg(raw)
+        .arg(out)
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 /// The Python of the peers' virtualenv (made by bench/peers/python-env.sh), or `CAIRN_PYTHON`.
 pub fn peer_python() -> PathBuf {
     std::env::var_os("CAIRN_PYTHON")

@@ -290,7 +290,12 @@ pub async fn run(config: &ServerBenchConfig) -> Result<(), Error> {
         &report,
         "server.md",
         |raw| {
-            let chart = draw_chart(raw, &config.results_dir.join("server.png"));
+            let chart = crate::environment::draw_chart(
+                "bench/peers/server_chart.py",
+                raw,
+                &config.results_dir.join("server.png"),
+            )
+            .then_some("server.png");
             markdown(&report, raw, chart)
         },
     )?;
@@ -773,18 +778,6 @@ async fn measure_mixed(
         small: stats(&small),
         large: stats(&large),
     })
-}
-
-/// Draws the charts with bench/peers/server_chart.py when the peers' Python (with matplotlib,
-/// from bench/peers/python-env.sh, or CAIRN_PYTHON) is at hand; the page says if not.
-fn draw_chart(raw: &Path, out: &Path) -> Option<&'static str> {
-    let status = std::process::Command::new(crate::environment::peer_python())
-        .arg(crate::environment::repo_path("bench/peers/server_chart.py"))
-        .arg(raw)
-        .arg(out)
-        .status()
-        .ok()?;
-    status.success().then_some("server.png")
 }
 
 fn markdown(report: &ServerBenchReport, raw: &Path, chart: Option<&str>) -> String {

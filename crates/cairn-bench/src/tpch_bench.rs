@@ -351,8 +351,15 @@ fn write_report(args: &TpchBenchArgs, report: &TpchReport) -> std::io::Result<Pa
     std::fs::create_dir_all(&raw_dir)?;
     let raw = raw_dir.join(format!("tpch-sf{label}.json"));
     std::fs::write(&raw, serde_json::to_vec_pretty(report)?)?;
+    let chart_name = format!("tpch-sf{label}.png");
+    let chart = crate::environment::draw_chart(
+        "bench/peers/tpch_chart.py",
+        &raw,
+        &args.results_dir.join(&chart_name),
+    )
+    .then_some(chart_name.as_str());
     let page = args.results_dir.join(format!("tpch-sf{label}.md"));
-    std::fs::write(&page, markdown(report, &raw))?;
+    std::fs::write(&page, markdown(report, &raw, chart))?;
     Ok(page)
 }
 
@@ -364,7 +371,7 @@ fn seconds_cell(seconds: Option<f64>, error: Option<&String>) -> String {
     }
 }
 
-fn markdown(report: &TpchReport, raw: &Path) -> String {
+fn markdown(report: &TpchReport, raw: &Path, chart: Option<&str>) -> String {
     let mut out = format!(
         "# TPC-H, scale factor {}\n\n`cairn bench tpch`: the 22 queries in sequence, {} times; the first run dropped, the others averaged (the AsterixDB thesis's protocol, its Table 4.8). Parameters: {}. Every answer is checked against DuckDB's.\n\n",
         report.scale_factor,
@@ -438,7 +445,12 @@ fn markdown(report: &TpchReport, raw: &Path) -> String {
             None => " incomplete |".into(),
         });
     }
-    out.push_str(" |\n\n## Storage and load (the thesis's Tables 4.4 and 4.5)\n\n| system | stored MiB | load s | how |\n|---|---:|---:|---|\n");
+    out.push_str(" |\n\n");
+    match chart {
+        Some(chart) => out.push_str(&format!("![seconds per query]({chart})\n\n")),
+        None => out.push_str("(No chart: the peers' Python with matplotlib was not at hand.)\n\n"),
+    }
+    out.push_str("## Storage and load (the thesis's Tables 4.4 and 4.5)\n\n| system | stored MiB | load s | how |\n|---|---:|---:|---|\n");
     for system in &report.systems {
         let how = match system.system.as_str() {
             "cairn" => {
