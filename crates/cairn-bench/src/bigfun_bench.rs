@@ -10,6 +10,7 @@ use crate::bigfun::{GenerateOptions, generate_to_dir};
 use crate::bigfun_report;
 use crate::environment::{Environment, repo_path};
 use crate::http_client::QueryClient;
+use crate::report::directory_bytes;
 use cairn_engine::{Database, StatementOutcome};
 use cairn_server::{Server, ServerConfig};
 use cairn_storage::StorageOptions;
@@ -222,20 +223,6 @@ fn label_matches(label: &str, prefix: &str) -> bool {
         || label
             .strip_prefix(prefix)
             .is_some_and(|rest| rest.starts_with(['-', ' ']))
-}
-
-/// Total size of the files under `dir`.
-fn directory_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => directory_bytes(&e.path()),
-            _ => e.metadata().map_or(0, |m| m.len()),
-        })
-        .sum()
 }
 
 pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {

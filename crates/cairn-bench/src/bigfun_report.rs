@@ -359,15 +359,16 @@ pub fn write(
     // write_report writes the raw file before asking for the page, so the chart script can
     // read it here.
     write_report(results_dir, &raw_name, report, &page_name, |raw_path| {
-        let chart = python.and_then(|python| {
-            let status = std::process::Command::new(python)
-                .arg(crate::environment::repo_path("bench/peers/bigfun_chart.py"))
-                .arg(raw_path)
-                .arg(results_dir.join(&chart_name))
-                .status()
-                .ok()?;
-            status.success().then_some(chart_name.as_str())
-        });
+        let chart = python
+            .filter(|python| {
+                crate::environment::draw_chart(
+                    python,
+                    "bench/peers/bigfun_chart.py",
+                    raw_path,
+                    &results_dir.join(&chart_name),
+                )
+            })
+            .map(|_| chart_name.as_str());
         markdown(report, raw_path, chart)
     })?;
     eprintln!("wrote {}", results_dir.join(&page_name).display());

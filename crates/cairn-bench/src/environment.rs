@@ -16,10 +16,15 @@ pub fn repo_path(relative: &str) -> PathBuf {
         .join(relative)
 }
 
-/// Runs a chart script of bench/peers (`script RAW.json OUT.png`) with the peers' Python, which
-/// has matplotlib; false if it could not (the report then says there is no chart).
-pub fn draw_chart(script: &str, raw: &std::path::Path, out: &std::path::Path) -> bool {
-    Command::new(peer_python())
+/// Runs a chart script of bench/peers (`script RAW.json OUT.png`) with `python`, the peers'
+/// Python, which has matplotlib; false if it could not (the report then says there is no chart).
+pub fn draw_chart(
+    python: &std::path::Path,
+    script: &str,
+    raw: &std::path::Path,
+    out: &std::path::Path,
+) -> bool {
+    Command::new(python)
         .arg(repo_path(script))
         .arg(raw)
         .arg(out)

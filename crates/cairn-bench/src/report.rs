@@ -1,5 +1,6 @@
 //! Writes a benchmark's report: the raw numbers as JSON under `<results>/raw/`, and the
-//! markdown page beside them, which names the raw file it was made from.
+//! markdown page beside them, which names the raw file it was made from; and measures the
+//! stored size reports state per system.
 
 use serde::Serialize;
 use std::path::Path;
@@ -19,4 +20,18 @@ pub fn write_report(
     let json = serde_json::to_vec_pretty(raw).map_err(std::io::Error::other)?;
     std::fs::write(&raw_path, json)?;
     std::fs::write(results_dir.join(page_name), markdown(&raw_path))
+}
+
+/// Total size of the files under `dir` (0 if it cannot be read).
+pub fn directory_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => directory_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
 }

@@ -291,6 +291,7 @@ pub async fn run(config: &ServerBenchConfig) -> Result<(), Error> {
         "server.md",
         |raw| {
             let chart = crate::environment::draw_chart(
+                &crate::environment::peer_python(),
                 "bench/peers/server_chart.py",
                 raw,
                 &config.results_dir.join("server.png"),

@@ -5,6 +5,7 @@
 //! systems, totals and geometric mean) with storage size and load time, and the raw JSON.
 
 use crate::environment::{Environment, peer_python};
+use crate::report::directory_bytes;
 use crate::tpch::answers::{batch_rows, difference};
 use crate::tpch::generate::{GenerateOptions, OutputFormat, generate_to_dir};
 use crate::tpch::load::load_tables;
@@ -64,6 +65,11 @@ pub struct SystemRun {
 }
 
 impl SystemRun {
+    /// The last run's answer to query `index`, if it had one.
+    pub fn answer(&self, index: usize) -> Option<&[Vec<Value>]> {
+        self.answers.get(index)?.as_deref()
+    }
+
     /// The seeds' measure of query `index`: the mean of the runs after the first.
     pub fn measured(&self, index: usize) -> Option<f64> {
         let runs = &self.seconds[index];
@@ -124,7 +130,17 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
         eprintln!("TPC-H SF {label}: {system}");
         let run = match *system {
             "cairn" => run_cairn(args, &data, &queries).await?,
-            peer => run_peer(args, peer, &data, &queries)?,
+            peer => {
+                let duckdb_file = args.work_dir.join(format!("tpch-duckdb-sf{label}.duckdb"));
+                run_peer(
+                    peer,
+                    &data,
+                    &queries,
+                    args.runs,
+                    &args.work_dir,
+                    Some(&duckdb_file),
+                )?
+            }
         };
         systems.push(run);
     }
@@ -187,20 +203,6 @@ fn ensure_data(sf: f64, data: &Path) -> Result<Option<f64>, String> {
     Ok(Some(report.seconds))
 }
 
-fn directory_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(m) if m.is_dir() => directory_bytes(&entry.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 async fn run_cairn(
     args: &TpchBenchArgs,
     data: &Path,
@@ -221,11 +223,26 @@ async fn run_cairn(
             .map_err(|e| format!("flushing {}: {e}", table.name))?;
     }
     let load_seconds = started.elapsed().as_secs_f64();
-    let timeout = Duration::from_secs_f64(args.timeout_seconds);
+    let mut run = run_on_cairn(&db, queries, args.runs, args.timeout_seconds).await?;
+    run.load_seconds = load_seconds;
+    run.bytes = Some(directory_bytes(&dir));
+    Ok(run)
+}
+
+/// Runs `queries` in sequence `runs` times on an open Cairn database; a query past
+/// `timeout_seconds` is cancelled and counted as a timeout. (Load time and size are the
+/// caller's to fill in.)
+pub async fn run_on_cairn(
+    db: &Database,
+    queries: &[String],
+    runs: usize,
+    timeout_seconds: f64,
+) -> Result<SystemRun, String> {
+    let timeout = Duration::from_secs_f64(timeout_seconds);
     let mut seconds = vec![Vec::new(); queries.len()];
     let mut errors = vec![None; queries.len()];
     let mut answers = vec![None; queries.len()];
-    for _ in 0..args.runs {
+    for _ in 0..runs {
         for (index, text) in queries.iter().enumerate() {
             let began = Instant::now();
             match tokio::time::timeout(timeout, db.sql(text)).await {
@@ -239,7 +256,7 @@ async fn run_cairn(
                 }
                 Err(_) => {
                     seconds[index].push(None);
-                    errors[index] = Some(format!("timed out after {} s", args.timeout_seconds));
+                    errors[index] = Some(format!("timed out after {timeout_seconds} s"));
                 }
             }
         }
@@ -247,8 +264,8 @@ async fn run_cairn(
     Ok(SystemRun {
         system: "cairn".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        load_seconds,
-        bytes: Some(directory_bytes(&dir)),
+        load_seconds: 0.0,
+        bytes: None,
         mismatches: vec![None; queries.len()],
         seconds,
         errors,
@@ -256,33 +273,35 @@ async fn run_cairn(
     })
 }
 
-fn run_peer(
-    args: &TpchBenchArgs,
+/// Runs `queries` in sequence `runs` times on a peer (`duckdb` or `datafusion`) through
+/// bench/peers/tpch_peer.py over the files in `data`. DuckDB loads them into `duckdb_file`, or
+/// into memory without one; `work_dir` takes the file of queries handed to the script.
+pub fn run_peer(
     system: &str,
     data: &Path,
     queries: &[String],
+    runs: usize,
+    work_dir: &Path,
+    duckdb_file: Option<&Path>,
 ) -> Result<SystemRun, String> {
     let input: Vec<Value> = queries
         .iter()
         .enumerate()
         .map(|(i, text)| serde_json::json!({"number": i + 1, "text": text}))
         .collect();
-    std::fs::create_dir_all(&args.work_dir).map_err(|e| e.to_string())?;
-    let queries_file = args.work_dir.join("tpch-queries.json");
+    std::fs::create_dir_all(work_dir).map_err(|e| e.to_string())?;
+    let queries_file = work_dir.join("tpch-queries.json");
     std::fs::write(&queries_file, Value::from(input).to_string()).map_err(|e| e.to_string())?;
     let mut command = std::process::Command::new(peer_python());
     command
         .arg(crate::environment::repo_path("bench/peers/tpch_peer.py"))
-        .args(["--system", system, "--runs", &args.runs.to_string()])
+        .args(["--system", system, "--runs", &runs.to_string()])
         .arg("--data")
         .arg(data)
         .arg("--queries")
         .arg(&queries_file);
-    if system == "duckdb" {
-        command.arg("--database").arg(
-            args.work_dir
-                .join(format!("tpch-duckdb-sf{}.duckdb", scale_label(args.sf))),
-        );
+    if let Some(file) = duckdb_file.filter(|_| system == "duckdb") {
+        command.arg("--database").arg(file);
     }
     let output = command.output().map_err(|e| {
         format!("{system}: cannot run the peers' Python (bench/peers/python-env.sh): {e}")
@@ -327,40 +346,44 @@ fn run_peer(
     })
 }
 
-/// Marks every answer that differs from the reference system's.
-fn check_answers(systems: &mut [SystemRun]) {
-    let Some(reference) = systems
-        .iter()
-        .find(|s| s.system == REFERENCE)
-        .map(|s| s.answers.clone())
-    else {
+/// Marks every answer that differs from the reference system's (DuckDB's).
+pub fn check_answers(systems: &mut [SystemRun]) {
+    let Some(reference) = systems.iter().position(|s| s.system == REFERENCE) else {
         return;
     };
+    // Taken out for the comparison (and put back), rather than copied.
+    let reference_answers = std::mem::take(&mut systems[reference].answers);
     for system in systems.iter_mut().filter(|s| s.system != REFERENCE) {
         for (index, answer) in system.answers.iter().enumerate() {
-            if let (Some(ours), Some(Some(theirs))) = (answer, reference.get(index)) {
+            if let (Some(ours), Some(Some(theirs))) = (answer, reference_answers.get(index)) {
                 system.mismatches[index] = difference(ours, theirs);
             }
         }
     }
+    systems[reference].answers = reference_answers;
 }
 
 fn write_report(args: &TpchBenchArgs, report: &TpchReport) -> std::io::Result<PathBuf> {
     let label = scale_label(report.scale_factor);
-    let raw_dir = args.results_dir.join("raw");
-    std::fs::create_dir_all(&raw_dir)?;
-    let raw = raw_dir.join(format!("tpch-sf{label}.json"));
-    std::fs::write(&raw, serde_json::to_vec_pretty(report)?)?;
     let chart_name = format!("tpch-sf{label}.png");
-    let chart = crate::environment::draw_chart(
-        "bench/peers/tpch_chart.py",
-        &raw,
-        &args.results_dir.join(&chart_name),
-    )
-    .then_some(chart_name.as_str());
-    let page = args.results_dir.join(format!("tpch-sf{label}.md"));
-    std::fs::write(&page, markdown(report, &raw, chart))?;
-    Ok(page)
+    let page_name = format!("tpch-sf{label}.md");
+    crate::report::write_report(
+        &args.results_dir,
+        &format!("tpch-sf{label}.json"),
+        report,
+        &page_name,
+        |raw| {
+            let chart = crate::environment::draw_chart(
+                &peer_python(),
+                "bench/peers/tpch_chart.py",
+                raw,
+                &args.results_dir.join(&chart_name),
+            )
+            .then_some(chart_name.as_str());
+            markdown(report, raw, chart)
+        },
+    )?;
+    Ok(args.results_dir.join(page_name))
 }
 
 fn seconds_cell(seconds: Option<f64>, error: Option<&String>) -> String {
@@ -422,30 +445,34 @@ fn markdown(report: &TpchReport, raw: &Path, chart: Option<&str>) -> String {
             }
         ));
     }
-    out.push_str("| **total** |");
-    for system in &report.systems {
-        let times: Option<Vec<f64>> = (0..report.queries.len())
-            .map(|i| system.measured(i))
-            .collect();
-        out.push_str(&match times {
-            Some(t) => format!(" **{:.2}** |", t.iter().sum::<f64>()),
-            None => " incomplete |".into(),
-        });
-    }
-    out.push_str(" |\n| geometric mean |");
-    for system in &report.systems {
-        let times: Option<Vec<f64>> = (0..report.queries.len())
-            .map(|i| system.measured(i))
-            .collect();
-        out.push_str(&match times {
-            Some(t) => format!(
-                " {:.3} |",
-                (t.iter().map(|s| s.max(1e-6).ln()).sum::<f64>() / t.len() as f64).exp()
-            ),
-            None => " incomplete |".into(),
-        });
-    }
-    out.push_str(" |\n\n");
+    // Each system's measured times, when every query has one.
+    let complete: Vec<Option<Vec<f64>>> = report
+        .systems
+        .iter()
+        .map(|system| {
+            (0..report.queries.len())
+                .map(|i| system.measured(i))
+                .collect()
+        })
+        .collect();
+    let summary_row = |label: &str, summary: &dyn Fn(&[f64]) -> String| {
+        let mut row = format!("| {label} |");
+        for times in &complete {
+            match times {
+                Some(times) => row.push_str(&format!(" {} |", summary(times))),
+                None => row.push_str(" incomplete |"),
+            }
+        }
+        row + " |\n"
+    };
+    out.push_str(&summary_row("**total**", &|t| {
+        format!("**{:.2}**", t.iter().sum::<f64>())
+    }));
+    out.push_str(&summary_row("geometric mean", &|t| {
+        let logs: f64 = t.iter().map(|s| s.max(1e-6).ln()).sum();
+        format!("{:.3}", (logs / t.len() as f64).exp())
+    }));
+    out.push('\n');
     match chart {
         Some(chart) => out.push_str(&format!("![seconds per query]({chart})\n\n")),
         None => out.push_str("(No chart: the peers' Python with matplotlib was not at hand.)\n\n"),

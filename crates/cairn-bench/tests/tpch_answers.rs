@@ -3,14 +3,12 @@
 //! parameters and with a random draw — answered as DuckDB (from PyPI) answers them on the same
 //! files.
 
-use cairn_bench::environment::peer_python;
-use cairn_bench::tpch::answers::{batch_rows, difference};
 use cairn_bench::tpch::generate::{GenerateOptions, OutputFormat, generate_to_dir};
 use cairn_bench::tpch::load::load_tables;
 use cairn_bench::tpch::params::{random, validation};
 use cairn_bench::tpch::queries::instantiate;
+use cairn_bench::tpch_bench::{check_answers, run_on_cairn, run_peer};
 use cairn_engine::Database;
-use serde_json::{Value, json};
 
 const SCALE_FACTOR: f64 = 0.01;
 
@@ -43,61 +41,40 @@ fn all_22_queries_answer_as_duckdb_answers_them() {
         assert_eq!(load.rows, rows(load.table), "{}", load.table);
     }
 
+    let mut labels = Vec::new();
     let mut queries = Vec::new();
     for number in 1..=22 {
         for (label, parameters) in [
             ("validation", validation(number)),
             ("random", random(number, SCALE_FACTOR, 2026)),
         ] {
-            queries.push((number, label, instantiate(number, &parameters).unwrap()));
+            labels.push(format!("Q{number} ({label})"));
+            queries.push(instantiate(number, &parameters).unwrap());
         }
     }
-    let input: Vec<Value> = queries
-        .iter()
-        .map(|(number, _, text)| json!({"number": number, "text": text}))
-        .collect();
-    let queries_file = dir.path().join("queries.json");
-    std::fs::write(&queries_file, serde_json::to_vec(&input).unwrap()).unwrap();
-    let output = std::process::Command::new(peer_python())
-        .arg(cairn_bench::environment::repo_path(
-            "bench/peers/tpch_peer.py",
-        ))
-        .args(["--system", "duckdb"])
-        .arg("--data")
-        .arg(&data)
-        .arg("--queries")
-        .arg(&queries_file)
-        .output()
-        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let duckdb: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // The runner's own pieces: Cairn in process, DuckDB (in memory) through its peer script,
+    // and the comparison that fails a benchmark run.
+    let cairn = runtime
+        .block_on(run_on_cairn(&db, &queries, 1, 600.0))
+        .unwrap();
+    let duckdb = run_peer("duckdb", &data, &queries, 1, dir.path(), None).unwrap();
+    let mut systems = [cairn, duckdb];
+    check_answers(&mut systems);
+    let [cairn, _] = &systems;
 
     let mut failures = Vec::new();
-    let mut nonempty = 0;
-    for ((number, label, text), theirs) in queries.iter().zip(duckdb["queries"].as_array().unwrap())
-    {
-        let theirs: Vec<Vec<Value>> = theirs["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|row| row.as_array().unwrap().clone())
-            .collect();
-        match runtime.block_on(db.sql(text)) {
-            Ok(batches) => {
-                let ours = batch_rows(&batches).unwrap();
-                nonempty += usize::from(!ours.is_empty());
-                if let Some(difference) = difference(&ours, &theirs) {
-                    failures.push(format!("Q{number} ({label}): {difference}"));
-                }
-            }
-            Err(error) => failures.push(format!("Q{number} ({label}) failed: {error}")),
+    for (index, label) in labels.iter().enumerate() {
+        if let Some(error) = &cairn.errors[index] {
+            failures.push(format!("{label} failed: {error}"));
+        }
+        if let Some(difference) = &cairn.mismatches[index] {
+            failures.push(format!("{label}: {difference}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // Answers that are all empty would agree without testing anything.
+    let nonempty = (0..queries.len())
+        .filter(|&index| cairn.answer(index).is_some_and(|rows| !rows.is_empty()))
+        .count();
     assert!(nonempty >= 40, "only {nonempty} of 44 answers have rows");
 }

@@ -11,6 +11,7 @@ use datafusion_pg_catalog::pg_catalog::setup_pg_catalog;
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use std::borrow::Cow;
 use std::ops::ControlFlow;
+use std::sync::LazyLock;
 
 /// Registers the `pg_catalog` schema and the PostgreSQL functions its queries call.
 pub fn install(db: &Database) -> Result<(), String> {
@@ -32,7 +33,10 @@ pub fn translate(sql: &str) -> Cow<'_, str> {
     if !mentions_pg_catalog(sql) {
         return Cow::Borrowed(sql);
     }
-    match PostgresCompatibilityParser::new().parse(sql) {
+    // Built once: its constructor tokenizes a table of PostgreSQL-to-DataFusion rewrites.
+    static PARSER: LazyLock<PostgresCompatibilityParser> =
+        LazyLock::new(PostgresCompatibilityParser::new);
+    match PARSER.parse(sql) {
         Ok(mut statements) if statements.len() == 1 => {
             let _ = visit_expressions_mut(&mut statements[0], |expression| {
                 plain_string_literal(expression);
@@ -54,19 +58,34 @@ fn plain_string_literal(expression: &mut Expr) {
     }
 }
 
+/// Whether `sql` reads PostgreSQL's catalog. Asked of every statement on the PostgreSQL door, so
+/// it compares in place rather than lower-casing a copy.
 fn mentions_pg_catalog(sql: &str) -> bool {
-    let lower = sql.to_ascii_lowercase();
-    lower.contains("pg_catalog.") || lower.contains("::regclass") || lower.contains("pg_class")
+    let contains = |needle: &[u8]| {
+        sql.as_bytes()
+            .windows(needle.len())
+            .any(|window| window.eq_ignore_ascii_case(needle))
+    };
+    contains(b"pg_catalog.") || contains(b"::regclass") || contains(b"pg_class")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::translate;
+    use super::{mentions_pg_catalog, translate};
 
     #[test]
     fn other_statements_pass_unchanged() {
         let ddl = "CREATE DATASET d(t) PRIMARY KEY id";
         assert_eq!(translate(ddl), ddl);
+    }
+
+    #[test]
+    fn catalog_queries_are_recognized_in_any_case() {
+        assert!(mentions_pg_catalog(
+            "SELECT relname FROM PG_CATALOG.PG_CLASS"
+        ));
+        assert!(mentions_pg_catalog("select 'x'::RegClass"));
+        assert!(!mentions_pg_catalog("SELECT catalog FROM pg_stuff"));
     }
 
     #[test]

@@ -348,14 +348,10 @@ impl DiskComponent {
                 ]
             };
             let expected = ends.iter().filter(|s| !s.skip).count();
-            let mask = ProjectionMask::roots(
-                reader_metadata.parquet_schema(),
-                component.shape.key_column_indices.iter().copied(),
-            );
             let batches = component.read_batches(
                 &reader_metadata,
                 vec![rg],
-                mask,
+                component.key_mask(&reader_metadata),
                 Some(expected),
                 Some(RowSelection::from(ends)),
             )?;
@@ -424,15 +420,20 @@ impl DiskComponent {
         keys_only: bool,
     ) -> Result<Vec<ArrayRef>> {
         let mask = if keys_only {
-            ProjectionMask::roots(
-                metadata.parquet_schema(),
-                self.shape.key_column_indices.iter().copied(),
-            )
+            self.key_mask(metadata)
         } else {
             ProjectionMask::all()
         };
         let batches = self.read_batches(metadata, vec![row_group], mask, None, None)?;
         concat_columns(&batches, &self.path)
+    }
+
+    /// The projection of the primary key's columns.
+    fn key_mask(&self, metadata: &ArrowReaderMetadata) -> ProjectionMask {
+        ProjectionMask::roots(
+            metadata.parquet_schema(),
+            self.shape.key_column_indices.iter().copied(),
+        )
     }
 
     pub(crate) fn read_batches(

@@ -3,9 +3,8 @@
 //! and some answer an integer where others answer a float), everything else exactly.
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Field, Schema};
+use cairn_engine::json_rows::json_texts;
 use serde_json::Value;
-use std::sync::Arc;
 
 /// Relative difference two numbers of an answer may have.
 pub const RELATIVE_TOLERANCE: f64 = 1e-6;
@@ -14,30 +13,21 @@ pub const RELATIVE_TOLERANCE: f64 = 1e-6;
 pub fn batch_rows(batches: &[RecordBatch]) -> Result<Vec<Vec<Value>>, String> {
     let mut rows = Vec::new();
     for batch in batches {
-        let mut columns: Vec<Vec<Value>> = Vec::with_capacity(batch.num_columns());
+        let mut columns = Vec::with_capacity(batch.num_columns());
         for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-            // One column at a time, so that repeated or odd column names cannot collide.
-            let single = RecordBatch::try_new(
-                Arc::new(Schema::new(vec![Field::new(
-                    "v",
-                    field.data_type().clone(),
-                    true,
-                )])),
-                vec![column.clone()],
-            )
-            .map_err(|e| e.to_string())?;
-            let mut values = Vec::with_capacity(batch.num_rows());
-            cairn_engine::json_rows::for_each_json_row(&single, |row| {
-                let object: Value = serde_json::from_slice(row)
-                    .map_err(|e| arrow::error::ArrowError::JsonError(e.to_string()))?;
-                values.push(object.get("v").cloned().unwrap_or(Value::Null));
-                Ok(())
-            })
-            .map_err(|e: arrow::error::ArrowError| e.to_string())?;
+            let texts = json_texts(field, column.as_ref()).map_err(|e| e.to_string())?;
+            let values = texts
+                .into_iter()
+                .map(|text| match text {
+                    Some(text) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+                    None => Ok(Value::Null),
+                })
+                .collect::<Result<Vec<Value>, String>>()?;
             columns.push(values);
         }
-        for row in 0..batch.num_rows() {
-            rows.push(columns.iter().map(|c| c[row].clone()).collect());
+        let mut columns: Vec<_> = columns.into_iter().map(Vec::into_iter).collect();
+        for _ in 0..batch.num_rows() {
+            rows.push(columns.iter_mut().filter_map(Iterator::next).collect());
         }
     }
     Ok(rows)

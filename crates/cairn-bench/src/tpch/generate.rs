@@ -14,14 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
-use tpchgen::generators::{
-    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator,
-    PartSuppGenerator, RegionGenerator, SupplierGenerator,
-};
-use tpchgen_arrow::{
-    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow,
-    SupplierArrow,
-};
 
 /// Largest scale factor accepted: SF 1000 is a terabyte, beyond this machine's disk.
 pub const SCALE_FACTOR_MAX: f64 = 1000.0;
@@ -122,7 +114,7 @@ pub fn generate_to_dir(
     }
     let started = Instant::now();
     let mut work = Vec::new();
-    for table in &TABLES {
+    for (slot, table) in TABLES.iter().enumerate() {
         let dir = out.join(table.name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
@@ -130,7 +122,7 @@ pub fn generate_to_dir(
         std::fs::create_dir_all(&dir)?;
         let parts = table.parts(scale_factor);
         for part in 1..=parts {
-            work.push((table, part, parts));
+            work.push((slot, table, part, parts));
         }
     }
     // The largest parts first, so the cores finish together.
@@ -138,15 +130,14 @@ pub fn generate_to_dir(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let bytes = AtomicU64::new(0);
-    let rows_total = AtomicU64::new(0);
-    let rows: Mutex<Vec<u64>> = Mutex::new(vec![0; TABLES.len()]);
+    let rows: Vec<AtomicU64> = TABLES.iter().map(|_| AtomicU64::new(0)).collect();
     let failure: Mutex<Option<std::io::Error>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..options.threads.max(1) {
             scope.spawn(|| {
                 loop {
                     let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(table, part, parts)) = work.get(index) else {
+                    let Some(&(slot, table, part, parts)) = work.get(index) else {
                         return;
                     };
                     if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
@@ -157,16 +148,12 @@ pub fn generate_to_dir(
                         .join(format!("part-{part}.{}", options.format.extension()));
                     match write_part(table, scale_factor, part, parts, options.format, &path) {
                         Ok(written) => {
-                            if let Ok(mut rows) = rows.lock()
-                                && let Some(slot) = TABLES.iter().position(|t| t.name == table.name)
-                            {
-                                rows[slot] += written;
-                            }
+                            rows[slot].fetch_add(written, Ordering::Relaxed);
                             let size = std::fs::metadata(&path).map_or(0, |m| m.len());
                             progress(GenerateProgress {
                                 parts: work.len(),
                                 parts_done: done.fetch_add(1, Ordering::Relaxed) + 1,
-                                rows: rows_total.fetch_add(written, Ordering::Relaxed) + written,
+                                rows: rows.iter().map(|r| r.load(Ordering::Relaxed)).sum(),
                                 bytes: bytes.fetch_add(size, Ordering::Relaxed) + size,
                             });
                         }
@@ -186,81 +173,15 @@ pub fn generate_to_dir(
     if let Some(error) = failure.into_inner().ok().flatten() {
         return Err(error);
     }
-    let rows = rows.into_inner().unwrap_or_default();
     Ok(GenerateReport {
-        rows: TABLES.iter().map(|t| t.name).zip(rows).collect(),
+        rows: TABLES
+            .iter()
+            .zip(rows)
+            .map(|(table, rows)| (table.name, rows.into_inner()))
+            .collect(),
         bytes: bytes.load(Ordering::Relaxed),
         seconds: started.elapsed().as_secs_f64(),
     })
-}
-
-/// The schema generated files of `table` have (tpchgen's, converted to Cairn's types).
-pub fn generator_schema(table: &str) -> Option<arrow::datatypes::SchemaRef> {
-    let schema = match table {
-        "region" => RegionArrow::schema_ref(),
-        "nation" => NationArrow::schema_ref(),
-        "supplier" => SupplierArrow::schema_ref(),
-        "customer" => CustomerArrow::schema_ref(),
-        "part" => PartArrow::schema_ref(),
-        "partsupp" => PartSuppArrow::schema_ref(),
-        "orders" => OrderArrow::schema_ref(),
-        "lineitem" => LineItemArrow::schema_ref(),
-        _ => return None,
-    };
-    Some(cairn_schema(&schema))
-}
-
-/// tpchgen's batches of one part of `table` (parts are numbered from 1).
-fn part_batches(
-    table: &Table,
-    scale_factor: f64,
-    part: usize,
-    parts: usize,
-) -> Box<dyn RecordBatchReader + Send> {
-    let (part, parts) = (part as i32, parts as i32);
-    match table.name {
-        "region" => Box::new(RegionArrow::new(RegionGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "nation" => Box::new(NationArrow::new(NationGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "supplier" => Box::new(SupplierArrow::new(SupplierGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "customer" => Box::new(CustomerArrow::new(CustomerGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "part" => Box::new(PartArrow::new(PartGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "partsupp" => Box::new(PartSuppArrow::new(PartSuppGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "orders" => Box::new(OrderArrow::new(OrderGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        "lineitem" => Box::new(LineItemArrow::new(LineItemGenerator::new(
-            scale_factor,
-            part,
-            parts,
-        ))),
-        other => unreachable!("TABLES names no table `{other}`"),
-    }
 }
 
 /// Writes one part; returns its row count.
@@ -272,7 +193,7 @@ fn write_part(
     format: OutputFormat,
     path: &Path,
 ) -> Result<u64, ArrowError> {
-    let batches = part_batches(table, scale_factor, part, parts);
+    let batches = (table.generator)(scale_factor, part as i32, parts as i32);
     let schema = cairn_schema(&batches.schema());
     let file = BufWriter::new(File::create(path)?);
     let mut rows = 0u64;

@@ -3,7 +3,8 @@
 //! components written directly, all or nothing).
 
 use super::generate::{OutputFormat, table_files};
-use super::tables::TABLES;
+use super::tables::{TABLES, Table, cairn_schema};
+use arrow::datatypes::Schema;
 use cairn_engine::Database;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ pub async fn load_tables(
                 dir.join(table.name).display()
             ));
         };
-        let schema = file_schema(first, format)?;
+        let schema = file_schema(table, first, format)?;
         let create = table.create_statement(&schema)?;
         db.execute_script(&create)
             .await
@@ -53,10 +54,10 @@ pub async fn load_tables(
     Ok(loads)
 }
 
-/// The schema a generated file holds: read from a Parquet footer, or — for CSV, which has no
-/// types — tpchgen's schema converted as generation converts it.
-fn file_schema(path: &Path, format: OutputFormat) -> Result<arrow::datatypes::Schema, String> {
-    let schema = match format {
+/// The schema `table`'s generated files hold: read from a Parquet footer, or — for CSV, which
+/// has no types — tpchgen's schema converted as generation converts it.
+fn file_schema(table: &Table, path: &Path, format: OutputFormat) -> Result<Schema, String> {
+    Ok(match format {
         OutputFormat::Parquet => {
             let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
             parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
@@ -65,17 +66,6 @@ fn file_schema(path: &Path, format: OutputFormat) -> Result<arrow::datatypes::Sc
                 .as_ref()
                 .clone()
         }
-        OutputFormat::Csv => {
-            let table = path
-                .parent()
-                .and_then(|p| p.file_name())
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            super::generate::generator_schema(table)
-                .ok_or_else(|| format!("{}: not a TPC-H table's file", path.display()))?
-                .as_ref()
-                .clone()
-        }
-    };
-    Ok(schema)
+        OutputFormat::Csv => cairn_schema(&(table.tpchgen_schema)()).as_ref().clone(),
+    })
 }

@@ -1,15 +1,26 @@
-//! The eight TPC-H tables as Cairn stores them: their primary keys, how many generator parts a
-//! table is cut into per scale factor, the conversion of tpchgen's Arrow batches to Cairn's
+//! The eight TPC-H tables as Cairn stores them: their primary keys, their tpchgen generators and
+//! how many parts a table is cut into per scale factor, the conversion of tpchgen's Arrow batches to Cairn's
 //! types, and the `CREATE TABLE` statement derived from the converted schema.
 //!
 //! Money and quantities are DOUBLE: Cairn has no DECIMAL type yet. Every system in a TPC-H run
 //! reads the same generated files, so they all compute over the same doubles.
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchReader};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use std::sync::Arc;
+use tpchgen::generators::{
+    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator,
+    PartSuppGenerator, RegionGenerator, SupplierGenerator,
+};
+use tpchgen_arrow::{
+    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow,
+    SupplierArrow,
+};
+
+/// tpchgen's batches of one part (numbered from 1) of a table at a scale factor.
+pub type Generator = fn(f64, i32, i32) -> Box<dyn RecordBatchReader + Send>;
 
 /// One TPC-H table.
 #[derive(Debug, Clone, Copy)]
@@ -19,6 +30,9 @@ pub struct Table {
     /// Generator parts per unit of scale factor (rows grow with it); 0 for nation and region,
     /// whose 25 and 5 rows do not.
     pub parts_per_scale_factor: f64,
+    /// The schema tpchgen generates, before [`cairn_schema`] converts it.
+    pub tpchgen_schema: fn() -> SchemaRef,
+    pub generator: Generator,
 }
 
 /// Every table, small ones first.
@@ -27,41 +41,105 @@ pub const TABLES: [Table; 8] = [
         name: "region",
         primary_key: &["r_regionkey"],
         parts_per_scale_factor: 0.0,
+        tpchgen_schema: RegionArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(RegionArrow::new(RegionGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "nation",
         primary_key: &["n_nationkey"],
         parts_per_scale_factor: 0.0,
+        tpchgen_schema: NationArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(NationArrow::new(NationGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "supplier",
         primary_key: &["s_suppkey"],
         parts_per_scale_factor: 0.2,
+        tpchgen_schema: SupplierArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(SupplierArrow::new(SupplierGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "customer",
         primary_key: &["c_custkey"],
         parts_per_scale_factor: 1.0,
+        tpchgen_schema: CustomerArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(CustomerArrow::new(CustomerGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "part",
         primary_key: &["p_partkey"],
         parts_per_scale_factor: 1.0,
+        tpchgen_schema: PartArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(PartArrow::new(PartGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "partsupp",
         primary_key: &["ps_partkey", "ps_suppkey"],
         parts_per_scale_factor: 2.0,
+        tpchgen_schema: PartSuppArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(PartSuppArrow::new(PartSuppGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "orders",
         primary_key: &["o_orderkey"],
         parts_per_scale_factor: 3.0,
+        tpchgen_schema: OrderArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(OrderArrow::new(OrderGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
     Table {
         name: "lineitem",
         primary_key: &["l_orderkey", "l_linenumber"],
         parts_per_scale_factor: 10.0,
+        tpchgen_schema: LineItemArrow::schema_ref,
+        generator: |scale_factor, part, parts| {
+            Box::new(LineItemArrow::new(LineItemGenerator::new(
+                scale_factor,
+                part,
+                parts,
+            )))
+        },
     },
 ];
 
