@@ -171,7 +171,7 @@ pub fn run(config: &StorageBenchConfig) -> Result<StorageBenchReport, Box<dyn st
     ] {
         let request = ScanRequest {
             projection,
-            ranges: vec![],
+            ..Default::default()
         };
         let mut run_seconds = Vec::new();
         let mut rows = 0;

@@ -22,6 +22,9 @@ extensions_options! {
         /// How dataset scans reach rows: `auto` (by estimated cost), or, for experiments,
         /// `full_scan` or `index` (the cheapest index that serves the filters, if any).
         pub access_path: String, default = "auto".to_string()
+        /// Whether full scans skip the units of components that the dataset's predicate cache
+        /// knows hold no row matching the scan's filter, and teach it the ones they find.
+        pub predicate_cache: bool, default = true
         /// Bytes of memory each query may use for sorts, aggregates and joins (spilling
         /// where it can); 0 for no limit of its own.
         pub query_memory_bytes: usize, default = 0
@@ -200,6 +203,7 @@ pub fn choose(
         request: ScanRequest {
             projection: None,
             ranges: pruning.clone(),
+            filter: None,
         },
         rejected,
     };

@@ -1,7 +1,8 @@
 //! Cairn's engine (ARCHITECTURE §7): a [`Database`] holds a storage instance and an Apache
 //! DataFusion session in which every dataset is a table ([`table::DatasetTable`]) whose scans
 //! run per storage partition, read only the projected columns, prune row groups by pushed-down
-//! column ranges, and answer `key = literal` with a point lookup.
+//! column ranges, evaluate pushed filters themselves (skipping what the predicate cache knows
+//! holds no match), and answer `key = literal` with a point lookup.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -40,6 +41,7 @@ pub mod json_rows;
 pub mod memory_limit;
 pub mod prepared;
 pub mod scan_exec;
+pub mod scan_filter;
 pub mod script;
 pub mod table;
 pub mod yield_points;

@@ -23,7 +23,9 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::limit::LimitStream;
-use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
@@ -167,6 +169,7 @@ impl DatasetScanExec {
 
     fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
+        let counter = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let tx = builder.tx();
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();
@@ -203,21 +206,31 @@ impl DatasetScanExec {
                 }
                 Ok(())
             }),
-            Access::Full { request, .. } => builder.spawn_blocking(move || {
-                let request = ScanRequest {
-                    projection,
-                    ..request
-                };
-                let scan = dataset
-                    .scan_partition(partition, &request)
-                    .map_err(storage_error)?;
-                for batch in scan {
-                    if tx.blocking_send(batch.map_err(storage_error)).is_err() {
-                        break; // the consumer went away (LIMIT reached, query cancelled)
+            Access::Full { request, .. } => {
+                let (pruned, skipped, found_empty) = (
+                    counter("row_groups_pruned"),
+                    counter("units_skipped"),
+                    counter("units_found_empty"),
+                );
+                builder.spawn_blocking(move || {
+                    let request = ScanRequest {
+                        projection,
+                        ..request
+                    };
+                    let mut scan = dataset
+                        .scan_partition(partition, &request)
+                        .map_err(storage_error)?;
+                    pruned.add(scan.row_groups_pruned);
+                    for batch in scan.by_ref() {
+                        if tx.blocking_send(batch.map_err(storage_error)).is_err() {
+                            break; // the consumer went away (LIMIT reached, query cancelled)
+                        }
                     }
-                }
-                Ok(())
-            }),
+                    skipped.add(scan.units_skipped as usize);
+                    found_empty.add(scan.units_found_empty as usize);
+                    Ok(())
+                })
+            }
             Access::Key(key) => builder.spawn_blocking(move || {
                 let shape = &dataset.shape;
                 let record = dataset.get(&key).map_err(storage_error)?;
@@ -305,6 +318,12 @@ impl DisplayAs for DatasetScanExec {
                 }
                 if let Some(reason) = rejected {
                     write!(f, " ({reason})")?;
+                }
+                if let Some(filter) = &request.filter {
+                    write!(f, ", filter={:?}", filter.rows)?;
+                    if filter.predicate.is_some() {
+                        write!(f, " (predicate cache)")?;
+                    }
                 }
             }
             Access::Index(index) => write!(

@@ -6,6 +6,7 @@
 use crate::access_path::{Access, AccessOverride, CairnOptions, choose};
 use crate::dml::DatasetSink;
 use crate::scan_exec::{DatasetScanExec, to_statistics};
+use crate::scan_filter::{scan_can_evaluate, scan_filter};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use cairn_model::{DataType, Key, KeyValue, Value};
@@ -73,7 +74,7 @@ pub(crate) fn literal_value(data_type: &DataType, literal: &ScalarValue) -> Opti
 
 /// The dotted field path an expression reads: a column (`user`), or nested field access
 /// into one (`user['screen_name']`, which DataFusion plans as `get_field`).
-fn field_path(expr: &Expr) -> Option<String> {
+pub(crate) fn field_path(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Column(column) => Some(column.name.clone()),
         Expr::ScalarFunction(call) if call.func.name() == "get_field" => {
@@ -89,7 +90,7 @@ fn field_path(expr: &Expr) -> Option<String> {
 
 /// `field op literal` (or `literal op field`) on a declared scalar field, top-level or nested:
 /// the field's path, the operator and the literal as a value of the field's type.
-fn comparison(dataset: &Dataset, expr: &Expr) -> Option<(String, Operator, Value)> {
+pub(crate) fn comparison(dataset: &Dataset, expr: &Expr) -> Option<(String, Operator, Value)> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
         return None;
     };
@@ -167,11 +168,12 @@ impl TableProvider for DatasetTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // Pushed filters only narrow what is read; DataFusion still applies them.
+        // Pushed filters narrow what is read and full scans evaluate them (feeding the
+        // predicate cache); DataFusion still applies them after the scan.
         Ok(filters
             .iter()
             .map(|f| {
-                if comparison(&self.dataset, f).is_some() {
+                if comparison(&self.dataset, f).is_some() || scan_can_evaluate(f) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
@@ -187,13 +189,15 @@ impl TableProvider for DatasetTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let forced = match state.config_options().extensions.get::<CairnOptions>() {
+        let options = state.config_options().extensions.get::<CairnOptions>();
+        let forced = match options {
             Some(options) => {
                 AccessOverride::parse(&options.access_path).map_err(DataFusionError::Plan)?
             }
             None => AccessOverride::Auto,
         };
-        let access = match self.pinned_key(filters) {
+        let use_cache = options.is_none_or(|o| o.predicate_cache);
+        let mut access = match self.pinned_key(filters) {
             Some(key) => Access::Key(key),
             None => choose(
                 &self.dataset,
@@ -203,6 +207,14 @@ impl TableProvider for DatasetTable {
             )
             .map_err(storage_error)?,
         };
+        if let Access::Full { request, .. } = &mut access {
+            let full_schema = &self.dataset.shape.schema;
+            let schema = match projection {
+                Some(columns) => Arc::new(full_schema.project(columns)?),
+                None => full_schema.clone(),
+            };
+            request.filter = scan_filter(state, &self.dataset, &schema, filters, use_cache);
+        }
         Ok(Arc::new(DatasetScanExec::try_new(
             self.dataset.clone(),
             access,

@@ -532,11 +532,13 @@ impl DiskComponent {
         self.cached_columns(row_group, false)
     }
 
-    /// Reads row groups with a projection, bypassing the cache (full scans).
+    /// Reads a row group's `selection` of rows (all without one) with a projection, bypassing
+    /// the cache (full scans). Columns come in the projection's order.
     pub fn scan_row_group(
         &self,
         row_group: usize,
         projection: Option<&[usize]>,
+        selection: Option<RowSelection>,
     ) -> Result<Vec<RecordBatch>> {
         let metadata = self.metadata()?;
         let mask = match projection {
@@ -545,7 +547,24 @@ impl DiskComponent {
             }
             None => ProjectionMask::all(),
         };
-        self.read_batches(&metadata, vec![row_group], mask, Some(8192), None)
+        let batches = self.read_batches(&metadata, vec![row_group], mask, Some(8192), selection)?;
+        // The reader returns projected columns in schema order.
+        match projection {
+            Some(columns) if !columns.windows(2).all(|pair| pair[0] < pair[1]) => {
+                let mut sorted = columns.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                let order: Vec<usize> = columns
+                    .iter()
+                    .map(|c| sorted.binary_search(c).expect("a projected column"))
+                    .collect();
+                batches
+                    .into_iter()
+                    .map(|b| b.project(&order).map_err(|e| parquet_error(&self.path, e)))
+                    .collect()
+            }
+            _ => Ok(batches),
+        }
     }
 
     pub fn reader_metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {

@@ -7,6 +7,7 @@ use crate::error::{Result, StorageError};
 use crate::manifest::{ComponentEntry, Manifest, PartitionManifest, manifest_path, write_manifest};
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Found, PartitionState, Slot};
+use crate::predicate_cache::{ComponentFingerprint, PredicateCache};
 use crate::secondary_index::IndexDefinition;
 use crate::shape::DatasetShape;
 use crate::statistics::ColumnSummaries;
@@ -64,6 +65,8 @@ pub struct Dataset {
     pub(crate) indexes: RwLock<Vec<IndexDefinition>>,
     /// Distinct-value estimates by field name, from the last ANALYZE (kept in memory).
     pub(crate) distinct_estimates: RwLock<HashMap<String, u64>>,
+    /// Units of components known to hold no row matching a predicate.
+    pub predicate_cache: Arc<PredicateCache>,
 }
 
 pub fn partition_dir(dataset_dir: &Path, partition: usize) -> PathBuf {
@@ -83,11 +86,12 @@ impl std::fmt::Debug for Dataset {
 
 impl Dataset {
     /// Builds the in-memory dataset for a manifest, opening its components and deletion
-    /// vectors.
+    /// vectors, and its predicate cache (of `predicate_cache_bytes` at most).
     pub fn from_manifest(
         dir: PathBuf,
         manifest: &Manifest,
         caches: Arc<ReadCaches>,
+        predicate_cache_bytes: usize,
     ) -> Result<Dataset> {
         let shape = Arc::new(DatasetShape::new(
             manifest.dataset_id,
@@ -140,8 +144,14 @@ impl Dataset {
                 flush_lock: Mutex::new(()),
             });
         }
+        let predicate_cache = Arc::new(PredicateCache::load(
+            &dir,
+            predicate_cache_bytes,
+            &manifest_fingerprints(manifest),
+        ));
         Ok(Dataset {
             shape,
+            predicate_cache,
             dir,
             partitions,
             next_component_id: AtomicU64::new(manifest.next_component_id),
@@ -512,6 +522,13 @@ impl Dataset {
         };
         self.ensure_index_files(&manifest.indexes)?;
         write_manifest(&self.dir, &manifest)?;
+        // A cache that cannot be saved costs only skipping: not a reason to fail the manifest.
+        if let Err(e) = self
+            .predicate_cache
+            .save(&self.dir, &manifest_fingerprints(&manifest))
+        {
+            tracing::warn!(dataset = self.name(), error = %e, "predicate cache not saved");
+        }
         for capture in captured {
             let mut state = self.partitions[capture.index].state.write();
             for done in &capture.persisted {
@@ -535,6 +552,26 @@ impl Dataset {
         Ok(())
     }
 
+    /// Saves the predicate cache for the components live now (at close; flushes and merges
+    /// save it with each manifest).
+    pub fn save_predicate_cache(&self) -> Result<()> {
+        let mut live = HashMap::new();
+        for partition in &self.partitions {
+            for slot in &partition.state.read().slots {
+                if let ComponentRef::Disk(disk) = &slot.component {
+                    live.insert(
+                        disk.id,
+                        ComponentFingerprint {
+                            rows: disk.rows,
+                            bytes: disk.bytes,
+                        },
+                    );
+                }
+            }
+        }
+        self.predicate_cache.save(&self.dir, &live)
+    }
+
     /// Every file a manifest of this dataset may reference right now (for orphan cleanup).
     pub fn referenced_files(&self) -> Vec<String> {
         let mut files = Vec::new();
@@ -552,6 +589,24 @@ impl Dataset {
         }
         files
     }
+}
+
+/// Each component a manifest lists, by id, with what identifies its content.
+fn manifest_fingerprints(manifest: &Manifest) -> HashMap<u64, ComponentFingerprint> {
+    manifest
+        .partitions
+        .iter()
+        .flat_map(|p| &p.components)
+        .map(|c| {
+            (
+                c.id,
+                ComponentFingerprint {
+                    rows: c.rows,
+                    bytes: c.bytes,
+                },
+            )
+        })
+        .collect()
 }
 
 /// The encoded size of `record` if it is over `limit` bytes. The in-memory size bounds the

@@ -66,6 +66,9 @@ pub enum StorageError {
     WalFailed(String),
     #[error("storage is closed")]
     Closed,
+    /// A scan's filter could not be evaluated on the rows read (the message says why).
+    #[error("evaluating the filter of a scan of `{dataset}`: {message}")]
+    FilterFailed { dataset: String, message: String },
     #[error("dataset `{dataset}` has no index `{index}`")]
     UnknownIndex { dataset: String, index: String },
     #[error("dataset `{dataset}` already has an index `{index}`")]
@@ -106,6 +109,7 @@ impl StorageError {
             StorageError::Closed => "CAIRN-S014",
             StorageError::UnknownIndex { .. } => "CAIRN-S015",
             StorageError::IndexExists { .. } => "CAIRN-S016",
+            StorageError::FilterFailed { .. } => "CAIRN-S017",
         }
     }
 }

@@ -129,7 +129,7 @@ impl Dataset {
         for (source, input) in inputs.iter().enumerate() {
             for (rg, (first_row, _)) in input.component.row_group_spans().into_iter().enumerate() {
                 let mut row = first_row;
-                for batch in input.component.scan_row_group(rg, None)? {
+                for batch in input.component.scan_row_group(rg, None, None)? {
                     let key_columns: Vec<_> = self
                         .shape
                         .key_column_indices

@@ -62,6 +62,9 @@ pub struct StorageOptions {
     pub bulk_load_component_rows: usize,
     /// JSON Lines input is read and parsed this many bytes at a time.
     pub load_read_block_bytes: usize,
+    /// Byte budget of each dataset's predicate cache (units of components known to hold no
+    /// row matching a predicate, so later scans skip them); 0 turns the cache off.
+    pub predicate_cache_bytes: usize,
     /// Run flushes and merges on background threads (off in some tests, to step them by hand).
     pub background_work: bool,
 }
@@ -84,6 +87,7 @@ impl Default for StorageOptions {
             metadata_cache_bytes: 64 << 20,
             bulk_load_component_rows: 2_000_000,
             load_read_block_bytes: 64 << 20,
+            predicate_cache_bytes: 16 << 20,
             background_work: true,
         }
     }

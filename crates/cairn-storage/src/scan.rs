@@ -1,17 +1,22 @@
 //! Full scans: per partition, a stream of Arrow record batches over the memory component and
-//! every component, with projection, min/max row-group pruning and deleted rows skipped.
+//! every component, with projection, min/max row-group pruning and deleted rows skipped; a
+//! scan given a filter returns only matching rows, skipping the units of disk components the
+//! predicate cache knows hold none and teaching the cache the units it finds empty.
 
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
-use arrow::array::{BooleanArray, RecordBatch};
+use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
+use arrow::array::{Array, BooleanArray, RecordBatch};
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, Record, Value};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::Arc;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
@@ -23,12 +28,29 @@ pub struct ColumnRange {
     pub upper: Option<Value>,
 }
 
+/// A condition on rows that a scan evaluates itself, on batches of its projected columns.
+pub trait RowFilter: Send + Sync + fmt::Debug {
+    /// Which rows of `batch` satisfy the condition (a null counts as not satisfied).
+    fn evaluate(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, String>;
+}
+
+/// A scan's filter, with its predicate-cache form when the scan may use the cache.
+#[derive(Debug, Clone)]
+pub struct ScanFilter {
+    pub rows: Arc<dyn RowFilter>,
+    /// The same condition as a [`Predicate`], to skip and record units by; `None` keeps the
+    /// scan away from the cache.
+    pub predicate: Option<Arc<Predicate>>,
+}
+
 /// What a scan reads.
 #[derive(Debug, Clone, Default)]
 pub struct ScanRequest {
     /// Top-level column positions in the dataset schema; `None` reads all.
     pub projection: Option<Vec<usize>>,
     pub ranges: Vec<ColumnRange>,
+    /// Rows failing the filter are not returned.
+    pub filter: Option<ScanFilter>,
 }
 
 enum Unit {
@@ -37,17 +59,29 @@ enum Unit {
         component: Arc<DiskComponent>,
         row_group: usize,
         first_row: u64,
+        rows: u64,
         deleted: Arc<RoaringTreemap>,
     },
 }
 
 /// The scan of one partition, as an iterator of record batches.
 pub struct PartitionScan {
+    dataset: String,
     units: VecDeque<Unit>,
     ready: VecDeque<RecordBatch>,
     projection: Option<Vec<usize>>,
+    filter: Option<ScanFilter>,
+    cache: Arc<PredicateCache>,
+    /// Units the cache lets this scan skip.
+    skippable: RoaringTreemap,
+    /// Units this scan read in full without a matching row, told to the cache when it ends.
+    found_empty: RoaringTreemap,
     /// Row groups skipped by min/max pruning.
     pub row_groups_pruned: usize,
+    /// Units of [`SKIP_UNIT_ROWS`] rows skipped because the cache knew they hold no match.
+    pub units_skipped: u64,
+    /// Units found to hold no match (recorded in the cache).
+    pub units_found_empty: u64,
 }
 
 /// Order of two values of the same scalar type; `None` for values that do not compare.
@@ -199,7 +233,7 @@ impl Dataset {
                         units.push_back(Unit::Batch(filter_deleted(batch, 0, &deleted)?));
                     }
                     ComponentRef::Disk(disk) => {
-                        for (row_group, (first_row, _)) in
+                        for (row_group, (first_row, rows)) in
                             disk.row_group_spans().into_iter().enumerate()
                         {
                             if !self.row_group_may_match(&disk, row_group, &ranges)? {
@@ -210,17 +244,29 @@ impl Dataset {
                                 component: disk.clone(),
                                 row_group,
                                 first_row,
+                                rows,
                                 deleted: deleted.clone(),
                             });
                         }
                     }
                 }
             }
+            let skippable = match request.filter.as_ref().and_then(|f| f.predicate.as_ref()) {
+                Some(predicate) => self.predicate_cache.skippable_units(predicate),
+                None => RoaringTreemap::new(),
+            };
             Ok(PartitionScan {
+                dataset: self.shape.name.clone(),
                 units,
                 ready: VecDeque::new(),
                 projection: request.projection.clone(),
+                filter: request.filter.clone(),
+                cache: self.predicate_cache.clone(),
+                skippable,
+                found_empty: RoaringTreemap::new(),
                 row_groups_pruned: pruned,
+                units_skipped: 0,
+                units_found_empty: 0,
             })
         }
     }
@@ -232,6 +278,153 @@ impl PartitionScan {
             None => Ok(batch),
             Some(columns) => Ok(batch.project(columns)?),
         }
+    }
+
+    /// Which rows of `batch` pass the filter (all, without one), nulls counted as failing.
+    fn evaluate(&self, batch: &RecordBatch) -> Result<Option<BooleanArray>> {
+        let Some(filter) = &self.filter else {
+            return Ok(None);
+        };
+        let mask = filter
+            .rows
+            .evaluate(batch)
+            .map_err(|message| StorageError::FilterFailed {
+                dataset: self.dataset.clone(),
+                message,
+            })?;
+        if mask.len() != batch.num_rows() {
+            return Err(StorageError::FilterFailed {
+                dataset: self.dataset.clone(),
+                message: format!(
+                    "the filter returned {} values for {} rows",
+                    mask.len(),
+                    batch.num_rows()
+                ),
+            });
+        }
+        Ok(Some(match mask.null_count() {
+            0 => mask,
+            _ => arrow::compute::prep_null_mask_filter(&mask),
+        }))
+    }
+
+    /// A memory-component batch, projected and filtered.
+    fn read_batch(&self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let batch = self.project(batch)?;
+        Ok(match self.evaluate(&batch)? {
+            Some(mask) => vec![arrow::compute::filter_record_batch(&batch, &mask)?],
+            None => vec![batch],
+        })
+    }
+
+    /// One row group of a disk component: its live rows (passing the filter, if any), read
+    /// without the units the cache says hold no match, noting the units found empty.
+    fn read_row_group(
+        &mut self,
+        component: &DiskComponent,
+        row_group: usize,
+        first_row: u64,
+        rows: u64,
+        deleted: &RoaringTreemap,
+    ) -> Result<Vec<RecordBatch>> {
+        let slices = rows.div_ceil(SKIP_UNIT_ROWS);
+        let unit_ids: Option<Vec<u64>> = (0..slices)
+            .map(|slice| unit_id(component.id, row_group, slice))
+            .collect();
+        let caching = self.filter.as_ref().is_some_and(|f| f.predicate.is_some());
+        let unit_ids = unit_ids.filter(|_| caching);
+        let skipped: Vec<bool> = match &unit_ids {
+            Some(ids) => ids.iter().map(|id| self.skippable.contains(*id)).collect(),
+            None => vec![false; slices as usize],
+        };
+        let skipped_count = skipped.iter().filter(|&&s| s).count() as u64;
+        self.units_skipped += skipped_count;
+        if skipped_count == slices {
+            return Ok(Vec::new());
+        }
+        // The rows read, as (offset in the row group, rows) runs.
+        let mut runs: VecDeque<(u64, u64)> = VecDeque::new();
+        for (slice, &skip) in skipped.iter().enumerate() {
+            let start = slice as u64 * SKIP_UNIT_ROWS;
+            let length = SKIP_UNIT_ROWS.min(rows - start);
+            match runs.back_mut() {
+                _ if skip => {}
+                Some((run_start, run_rows)) if *run_start + *run_rows == start => {
+                    *run_rows += length
+                }
+                _ => runs.push_back((start, length)),
+            }
+        }
+        let selection = (skipped_count > 0).then(|| {
+            let mut selectors = Vec::new();
+            let mut position = 0;
+            for &(start, length) in &runs {
+                if start > position {
+                    selectors.push(RowSelector::skip((start - position) as usize));
+                }
+                selectors.push(RowSelector::select(length as usize));
+                position = start + length;
+            }
+            RowSelection::from(selectors)
+        });
+        let batches =
+            component.scan_row_group(row_group, self.projection.as_deref(), selection)?;
+        let mut matched = vec![false; slices as usize];
+        let mut out = Vec::with_capacity(batches.len());
+        for batch in batches {
+            // Each row's offset in the row group, to find its deletion mark and its unit.
+            let mut offsets: Vec<u64> = Vec::with_capacity(batch.num_rows());
+            while offsets.len() < batch.num_rows() {
+                let Some((start, length)) = runs.front_mut() else {
+                    return Err(StorageError::corrupt(
+                        &component.path,
+                        format!("row group {row_group} returned more rows than selected"),
+                    ));
+                };
+                let take = (*length).min((batch.num_rows() - offsets.len()) as u64);
+                offsets.extend(*start..*start + take);
+                *start += take;
+                *length -= take;
+                if *length == 0 {
+                    runs.pop_front();
+                }
+            }
+            let (batch, offsets) = if deleted.is_empty() {
+                (batch, offsets)
+            } else {
+                let keep: BooleanArray = offsets
+                    .iter()
+                    .map(|offset| Some(!deleted.contains(first_row + offset)))
+                    .collect();
+                let live_offsets = offsets
+                    .iter()
+                    .zip(keep.values().iter())
+                    .filter_map(|(&offset, live)| live.then_some(offset))
+                    .collect();
+                (
+                    arrow::compute::filter_record_batch(&batch, &keep)?,
+                    live_offsets,
+                )
+            };
+            match self.evaluate(&batch)? {
+                Some(mask) => {
+                    for row in mask.values().set_indices() {
+                        matched[(offsets[row] / SKIP_UNIT_ROWS) as usize] = true;
+                    }
+                    out.push(arrow::compute::filter_record_batch(&batch, &mask)?);
+                }
+                None => out.push(batch),
+            }
+        }
+        if let Some(ids) = unit_ids {
+            for (slice, id) in ids.into_iter().enumerate() {
+                if !skipped[slice] && !matched[slice] {
+                    self.found_empty.insert(id);
+                    self.units_found_empty += 1;
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -245,23 +438,14 @@ impl Iterator for PartitionScan {
             }
             let unit = self.units.pop_front()?;
             let produced = match unit {
-                Unit::Batch(batch) => self.project(batch).map(|b| vec![b]),
+                Unit::Batch(batch) => self.read_batch(batch),
                 Unit::Disk {
                     component,
                     row_group,
                     first_row,
+                    rows,
                     deleted,
-                } => (|| {
-                    let mut out = Vec::new();
-                    let mut row = first_row;
-                    // The projection must keep deleted rows aligned: read, then filter.
-                    for batch in component.scan_row_group(row_group, self.projection.as_deref())? {
-                        let rows = batch.num_rows() as u64;
-                        out.push(filter_deleted(batch, row, &deleted)?);
-                        row += rows;
-                    }
-                    Ok(out)
-                })(),
+                } => self.read_row_group(&component, row_group, first_row, rows, &deleted),
             };
             match produced {
                 Ok(batches) => self
@@ -269,6 +453,17 @@ impl Iterator for PartitionScan {
                     .extend(batches.into_iter().filter(|b| b.num_rows() > 0)),
                 Err(e) => return Some(Err(e)),
             }
+        }
+    }
+}
+
+impl Drop for PartitionScan {
+    /// Tells the cache what this scan learned, however far it got: each unit it noted was
+    /// read in full.
+    fn drop(&mut self) {
+        if let Some(predicate) = self.filter.as_ref().and_then(|f| f.predicate.as_ref()) {
+            self.cache.record(predicate, &self.found_empty);
+            self.cache.note_skipped(self.units_skipped);
         }
     }
 }

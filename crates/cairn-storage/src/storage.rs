@@ -163,6 +163,7 @@ impl Storage {
                 path.clone(),
                 &manifest,
                 caches.clone(),
+                options.predicate_cache_bytes,
             )?);
             remove_unreferenced_files(&dataset)?;
             max_flushed = max_flushed.max(
@@ -321,6 +322,7 @@ impl Storage {
             dir,
             &manifest,
             self.inner.caches.clone(),
+            self.inner.options.predicate_cache_bytes,
         )?);
         datasets.insert(name.to_string(), dataset.clone());
         Ok(dataset)
@@ -489,6 +491,7 @@ impl Storage {
     /// Stops background work and makes everything written durable.
     pub fn close(self) -> Result<()> {
         self.stop_workers();
+        self.save_predicate_caches();
         self.inner.wal.sync_all()
     }
 
@@ -499,11 +502,22 @@ impl Storage {
             let _ = worker.join();
         }
     }
+
+    /// Saves what scans taught each dataset's predicate cache since its last save. A cache
+    /// that cannot be saved is only a loss of skipping, so it is logged, not returned.
+    fn save_predicate_caches(&self) {
+        for dataset in self.inner.datasets.read().values() {
+            if let Err(e) = dataset.save_predicate_cache() {
+                tracing::warn!(dataset = dataset.name(), error = %e, "predicate cache not saved");
+            }
+        }
+    }
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
         self.stop_workers();
+        self.save_predicate_caches();
     }
 }
 

@@ -181,6 +181,7 @@ fn scans_project_prune_and_skip_deleted_rows() {
             lower: Some(cairn_model::Value::Int(100)),
             upper: Some(cairn_model::Value::Int(150)),
         }],
+        ..Default::default()
     };
     let mut scans = storage.scan("items", &request).unwrap();
     assert!(
@@ -192,7 +193,7 @@ fn scans_project_prune_and_skip_deleted_rows() {
     assert!(batches.iter().all(|b| b.num_columns() == 1));
     let request = ScanRequest {
         projection: Some(vec![0]),
-        ranges: vec![],
+        ..Default::default()
     };
     let batches = collect_parallel(storage.scan("items", &request).unwrap(), 2).unwrap();
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 63);
