@@ -17,3 +17,4 @@ pub mod stats;
 pub mod storage_bench;
 pub mod tpch;
 pub mod tpch_bench;
+pub mod tpch_cache_bench;

@@ -111,16 +111,7 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
     let label = scale_label(args.sf);
     let data = args.work_dir.join(format!("tpch-sf{label}"));
     let generate_seconds = ensure_data(args.sf, &data)?;
-    let queries: Vec<String> = (1..=22)
-        .map(|number| {
-            let parameters = if args.validation {
-                validation(number)
-            } else {
-                random(number, args.sf, args.seed)
-            };
-            instantiate(number, &parameters)
-        })
-        .collect::<Result<_, _>>()?;
+    let queries = query_texts(args.sf, (!args.validation).then_some(args.seed))?;
 
     let mut systems = Vec::new();
     for system in SYSTEMS
@@ -178,14 +169,27 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
     Ok(page)
 }
 
+/// The 22 queries with qgen's parameters for `seed`, or the validation parameters for `None`.
+pub fn query_texts(sf: f64, seed: Option<u64>) -> Result<Vec<String>, String> {
+    (1..=22)
+        .map(|number| {
+            let parameters = match seed {
+                Some(seed) => random(number, sf, seed),
+                None => validation(number),
+            };
+            instantiate(number, &parameters)
+        })
+        .collect()
+}
+
 /// `1`, `0.1`, `10`: the scale factor as file names show it.
-fn scale_label(sf: f64) -> String {
+pub fn scale_label(sf: f64) -> String {
     format!("{sf}")
 }
 
 /// Generates the data unless a finished generation is there (its marker file); returns the
 /// time generation took, if it ran.
-fn ensure_data(sf: f64, data: &Path) -> Result<Option<f64>, String> {
+pub fn ensure_data(sf: f64, data: &Path) -> Result<Option<f64>, String> {
     let marker = data.join("generated.json");
     if marker.exists() {
         return Ok(None);
@@ -208,25 +212,34 @@ async fn run_cairn(
     data: &Path,
     queries: &[String],
 ) -> Result<SystemRun, String> {
-    let dir = args
-        .work_dir
-        .join(format!("tpch-cairn-sf{}", scale_label(args.sf)));
+    let dir = cairn_dir(&args.work_dir, args.sf);
+    let (db, load_seconds) = load_cairn(&dir, data).await?;
+    let mut run = run_on_cairn(&db, queries, args.runs, args.timeout_seconds).await?;
+    run.load_seconds = load_seconds;
+    run.bytes = Some(directory_bytes(&dir));
+    Ok(run)
+}
+
+/// Where the runner keeps Cairn's database of scale factor `sf`.
+pub fn cairn_dir(work_dir: &Path, sf: f64) -> PathBuf {
+    work_dir.join(format!("tpch-cairn-sf{}", scale_label(sf)))
+}
+
+/// Loads the files in `data` into a fresh Cairn database in `dir` (removing what was there),
+/// every dataset flushed; returns it with the seconds loading took.
+pub async fn load_cairn(dir: &Path, data: &Path) -> Result<(Database, f64), String> {
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let started = Instant::now();
-    let db = Database::open(&dir, Default::default()).map_err(|e| e.to_string())?;
+    let db = Database::open(dir, Default::default()).map_err(|e| e.to_string())?;
     load_tables(&db, data, OutputFormat::Parquet).await?;
     for table in crate::tpch::tables::TABLES {
         db.storage()
             .flush(table.name)
             .map_err(|e| format!("flushing {}: {e}", table.name))?;
     }
-    let load_seconds = started.elapsed().as_secs_f64();
-    let mut run = run_on_cairn(&db, queries, args.runs, args.timeout_seconds).await?;
-    run.load_seconds = load_seconds;
-    run.bytes = Some(directory_bytes(&dir));
-    Ok(run)
+    Ok((db, started.elapsed().as_secs_f64()))
 }
 
 /// Runs `queries` in sequence `runs` times on an open Cairn database; a query past

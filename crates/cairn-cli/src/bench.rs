@@ -1,10 +1,11 @@
-//! `cairn bench bigfun` and `cairn bench tpch`: the BigFUN driver and the TPC-H runner
-//! (crates/cairn-bench) from the command line, each writing its report under bench/results and
-//! printing where it went.
+//! `cairn bench bigfun`, `cairn bench tpch` and `cairn bench tpch-cache`: the BigFUN driver,
+//! the TPC-H runner and its predicate-cache experiment (crates/cairn-bench) from the command
+//! line, each writing its report under bench/results and printing where it went.
 
 use crate::error::CliError;
 use cairn_bench::bigfun_bench::{self, BigfunBenchArgs};
 use cairn_bench::tpch_bench::{self, TpchBenchArgs};
+use cairn_bench::tpch_cache_bench::{self, TpchCacheBenchArgs};
 use clap::Subcommand;
 use tokio::runtime::Runtime;
 
@@ -16,6 +17,9 @@ pub enum BenchCommand {
     /// TPC-H: generates the data if needed, loads Cairn, runs the 22 queries on Cairn, DuckDB
     /// and plain DataFusion the seeds' way, and fails if an answer differs from DuckDB's.
     Tpch(TpchBenchArgs),
+    /// TPC-H with the predicate cache: the 22 queries after a pass with other parameters of
+    /// the same shape, with the cache on and off; units skipped and time saved per query.
+    TpchCache(TpchCacheBenchArgs),
 }
 
 pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
@@ -26,6 +30,13 @@ pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Tpch(args) => {
             let page = runtime
                 .block_on(tpch_bench::run(args))
+                .map_err(CliError::Bench)?;
+            println!("wrote {}", page.display());
+            Ok(())
+        }
+        BenchCommand::TpchCache(args) => {
+            let page = runtime
+                .block_on(tpch_cache_bench::run(args))
                 .map_err(CliError::Bench)?;
             println!("wrote {}", page.display());
             Ok(())
