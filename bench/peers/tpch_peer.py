@@ -1,20 +1,29 @@
 """TPC-H on a peer system over the files `cairn gen tpch` wrote, for the Cairn TPC-H runner and
-the answer tests to compare against: DuckDB (tables loaded into a database file or memory) or
-plain DataFusion (the `datafusion` package, querying the Parquet files where they lie). Runs
-the queries given as JSON the seeds' way — the whole sequence `--runs` times over — and prints
-the last run's answers and every run's times as JSON.
+the answer tests to compare against: DuckDB (tables loaded into a database file or memory),
+plain DataFusion (the `datafusion` package, querying the Parquet files where they lie),
+PostgreSQL (Debian's, a scratch server on 127.0.0.1 started by postgres/server.sh, the tables
+copied in with primary keys, foreign-key and date indexes, ANALYZE) or Spark SQL (PySpark in
+local mode on every core, reading the Parquet files). Runs the queries given as JSON the seeds'
+way — the whole sequence `--runs` times over — and prints the last run's answers and every
+run's times as JSON; a query past --timeout-seconds is cancelled and reported as such.
 
 Input (--queries FILE): [{"number": 1, "text": "select ..."}, ...]
 Output: {"system": ..., "version": ..., "load_seconds": s, "bytes": stored size or null,
-         "queries": [{"number": 1, "rows": [[...], ...], "seconds": [run, ...]}]}
+         "queries": [{"number": 1, "rows": [[...], ...], "seconds": [run or null, ...],
+                      "error": null or text}]}
 """
 
 import argparse
 import datetime
 import decimal
+import glob
+import io
 import json
 import os
+import shutil
+import subprocess
 import sys
+import threading
 import time
 
 TABLES = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
@@ -30,6 +39,10 @@ def plain(value):
 
 def table_glob(args, table):
     return os.path.join(args.data, table, f"part-*.{args.format}")
+
+
+class QueryTimeout(Exception):
+    pass
 
 
 class DuckDB:
@@ -52,8 +65,11 @@ class DuckDB:
     def bytes(self):
         return os.path.getsize(self.path) if self.path != ":memory:" else None
 
-    def run(self, text):
+    def run(self, text, timeout):
         return self.connection.execute(text).fetchall()
+
+    def close(self):
+        self.connection.close()
 
 
 class DataFusion:
@@ -75,46 +91,223 @@ class DataFusion:
     def bytes(self):
         return sum(os.path.getsize(f) for f in self.files)
 
-    def run(self, text):
+    def run(self, text, timeout):
         table = self.context.sql(text).to_arrow_table()
         columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
         return list(zip(*columns)) if columns else []
 
+    def close(self):
+        pass
+
+
+# The specification's primary keys, and the foreign-key and date-column indexes the seeds'
+# PostgreSQL-style systems were given.
+PRIMARY_KEYS = {
+    "region": ["r_regionkey"],
+    "nation": ["n_nationkey"],
+    "supplier": ["s_suppkey"],
+    "customer": ["c_custkey"],
+    "part": ["p_partkey"],
+    "partsupp": ["ps_partkey", "ps_suppkey"],
+    "orders": ["o_orderkey"],
+    "lineitem": ["l_orderkey", "l_linenumber"],
+}
+INDEXES = [
+    ("nation", ["n_regionkey"]),
+    ("supplier", ["s_nationkey"]),
+    ("customer", ["c_nationkey"]),
+    ("partsupp", ["ps_suppkey"]),
+    ("orders", ["o_custkey"]),
+    ("orders", ["o_orderdate"]),
+    ("lineitem", ["l_partkey", "l_suppkey"]),
+    ("lineitem", ["l_suppkey"]),
+    ("lineitem", ["l_shipdate"]),
+]
+
+
+def postgres_type(arrow_type):
+    import pyarrow as pa
+
+    if pa.types.is_int64(arrow_type):
+        return "BIGINT"
+    if pa.types.is_integer(arrow_type):
+        return "INTEGER"
+    if pa.types.is_floating(arrow_type):
+        return "DOUBLE PRECISION"
+    if pa.types.is_decimal(arrow_type):
+        return f"NUMERIC({arrow_type.precision}, {arrow_type.scale})"
+    if pa.types.is_date(arrow_type):
+        return "DATE"
+    return "TEXT"
+
+
+class Postgres:
+    """A fresh scratch server in --database (a directory), on --port of 127.0.0.1."""
+
+    def __init__(self, args):
+        import psycopg
+        import pyarrow.csv as arrow_csv
+        import pyarrow.parquet as parquet
+
+        if args.format != "parquet":
+            raise SystemExit("postgres: the TPC-H peer loads Parquet files only")
+        if not args.database:
+            raise SystemExit("postgres: --database DIR (the server's data directory) is required")
+        self.psycopg = psycopg
+        self.data_dir = args.database
+        self.server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres", "server.sh")
+        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        started = subprocess.run(
+            ["bash", self.server, "start", self.data_dir, str(args.port)],
+            check=True, stdout=subprocess.PIPE, text=True,
+        )
+        self.version = started.stdout.strip().splitlines()[-1].replace("postgres (PostgreSQL) ", "")
+        self.con = psycopg.connect(
+            host="127.0.0.1", port=args.port, user="postgres", dbname="postgres", autocommit=True
+        )
+        self.con.execute(f"SET max_parallel_workers_per_gather = {args.threads}")
+        for table in TABLES:
+            files = sorted(glob.glob(table_glob(args, table)))
+            schema = parquet.read_schema(files[0])
+            columns = ", ".join(f"{f.name} {postgres_type(f.type)} NOT NULL" for f in schema)
+            # Created and filled in one transaction, so COPY can write the rows frozen.
+            with self.con.transaction():
+                self.con.execute(f"CREATE TABLE {table} ({columns})")
+                for file in files:
+                    text = io.BytesIO()
+                    arrow_csv.write_csv(
+                        parquet.read_table(file), text,
+                        arrow_csv.WriteOptions(include_header=False),
+                    )
+                    with self.con.cursor().copy(f"COPY {table} FROM STDIN (FORMAT csv, FREEZE)") as copy:
+                        copy.write(text.getbuffer())
+        for table, key in PRIMARY_KEYS.items():
+            self.con.execute(f"ALTER TABLE {table} ADD PRIMARY KEY ({', '.join(key)})")
+        for table, columns in INDEXES:
+            self.con.execute(f"CREATE INDEX ON {table} ({', '.join(columns)})")
+        self.con.execute("VACUUM ANALYZE")
+
+    def bytes(self):
+        return int(self.con.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+
+    def run(self, text, timeout):
+        self.con.execute(f"SET statement_timeout = {int(timeout * 1000)}")
+        try:
+            return self.con.execute(text).fetchall()
+        except self.psycopg.errors.QueryCanceled:
+            raise QueryTimeout()
+
+    def close(self):
+        self.con.close()
+        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
+
+
+class Spark:
+    """PySpark in local mode on --threads cores, the Parquet files registered as views."""
+
+    def __init__(self, args):
+        import pyspark
+        from pyspark.sql import SparkSession
+
+        self.version = pyspark.__version__
+        self.spark = (
+            SparkSession.builder.master(f"local[{args.threads}]")
+            .appName("cairn-tpch")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", args.spark_memory)
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.files = []
+        for table in TABLES:
+            directory = os.path.join(args.data, table)
+            self.files += glob.glob(table_glob(args, table))
+            reader = self.spark.read
+            frame = reader.parquet(directory) if args.format == "parquet" else reader.csv(directory, header=True, inferSchema=True)
+            frame.createOrReplaceTempView(table)
+
+    def bytes(self):
+        return sum(os.path.getsize(f) for f in self.files)
+
+    def run(self, text, timeout):
+        timed_out = threading.Event()
+
+        def cancel():
+            timed_out.set()
+            self.spark.sparkContext.cancelAllJobs()
+
+        timer = threading.Timer(timeout, cancel)
+        timer.start()
+        try:
+            return [tuple(row) for row in self.spark.sql(text).collect()]
+        except Exception:
+            if timed_out.is_set():
+                raise QueryTimeout()
+            raise
+        finally:
+            timer.cancel()
+
+    def close(self):
+        self.spark.stop()
+
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--system", required=True, choices=["duckdb", "datafusion"])
+    parser.add_argument("--system", required=True, choices=sorted(SYSTEMS))
     parser.add_argument("--data", required=True, help="directory written by cairn gen tpch")
     parser.add_argument("--format", default="parquet", choices=["parquet", "csv"])
     parser.add_argument("--queries", required=True, help="JSON file of queries to run")
-    parser.add_argument("--database", help="DuckDB's database file (default: memory)")
+    parser.add_argument(
+        "--database",
+        help="DuckDB's database file (default: memory); PostgreSQL's data directory (required)",
+    )
+    parser.add_argument("--port", type=int, default=15433, help="PostgreSQL's port on 127.0.0.1")
+    parser.add_argument("--spark-memory", default="8g", help="Spark driver memory")
+    parser.add_argument("--timeout-seconds", type=float, default=600.0)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
 
     started = time.perf_counter()
-    system = {"duckdb": DuckDB, "datafusion": DataFusion}[args.system](args)
+    system = SYSTEMS[args.system](args)
     load_seconds = time.perf_counter() - started
 
     with open(args.queries) as f:
         queries = json.load(f)
-    answers = [{"number": q["number"], "rows": [], "seconds": []} for q in queries]
+    answers = [{"number": q["number"], "rows": None, "seconds": [], "error": None} for q in queries]
     for _ in range(args.runs):
         for query, answer in zip(queries, answers):
             began = time.perf_counter()
-            rows = system.run(query["text"])
+            try:
+                rows = system.run(query["text"], args.timeout_seconds)
+            except QueryTimeout:
+                answer["seconds"].append(None)
+                answer["error"] = f"timed out after {args.timeout_seconds:g} s"
+                continue
+            except Exception as error:  # reported per query; the other queries still run
+                answer["seconds"].append(None)
+                answer["error"] = f"{type(error).__name__}: {error}"
+                continue
             answer["seconds"].append(time.perf_counter() - began)
             answer["rows"] = [[plain(v) for v in row] for row in rows]
+    stored = system.bytes()
+    system.close()
     json.dump(
         {
             "system": args.system,
             "version": system.version,
             "load_seconds": load_seconds,
-            "bytes": system.bytes(),
+            "bytes": stored,
             "queries": answers,
         },
         sys.stdout,
     )
+
+
+SYSTEMS = {"duckdb": DuckDB, "datafusion": DataFusion, "postgres": Postgres, "spark": Spark}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 //! `cairn bench tpch`: TPC-H the seeds' way (chapter 4 of the AsterixDB thesis): the 22 queries
 //! run in sequence `--runs` times, the first run dropped and the others averaged, on Cairn and
-//! beside it DuckDB and plain DataFusion over the same generated files; every answer checked
-//! against DuckDB's. Writes `tpch-sf<X>.md` in the layout of the thesis's Table 4.8 (queries by
+//! beside it DuckDB, PostgreSQL, Spark SQL and plain DataFusion over the same generated files;
+//! every answer checked against DuckDB's. Writes `tpch-sf<X>.md` in the layout of the thesis's Table 4.8 (queries by
 //! systems, totals and geometric mean) with storage size and load time, and the raw JSON.
 
 use crate::environment::{Environment, peer_python};
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The systems the runner knows, in report column order; DuckDB's answers are the reference.
-pub const SYSTEMS: [&str; 3] = ["cairn", "duckdb", "datafusion"];
+pub const SYSTEMS: [&str; 5] = ["cairn", "duckdb", "postgres", "spark", "datafusion"];
 const REFERENCE: &str = "duckdb";
 
 #[derive(Debug, Clone, clap::Args)]
@@ -26,8 +26,12 @@ pub struct TpchBenchArgs {
     /// Scale factor (generated into --work-dir/tpch-sf<X> unless already there).
     #[arg(long, default_value_t = 1.0)]
     pub sf: f64,
-    /// Systems to run, comma separated (of: cairn, duckdb, datafusion).
-    #[arg(long, value_delimiter = ',', default_value = "cairn,duckdb,datafusion")]
+    /// Systems to run, comma separated (of: cairn, duckdb, postgres, spark, datafusion).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cairn,duckdb,postgres,spark,datafusion"
+    )]
     pub systems: Vec<String>,
     /// Times the sequence of 22 queries runs; the first is dropped, the others averaged.
     #[arg(long, default_value_t = 3)]
@@ -38,7 +42,7 @@ pub struct TpchBenchArgs {
     pub seed: u64,
     #[arg(long)]
     pub validation: bool,
-    /// A Cairn query that takes longer is stopped and reported as a timeout.
+    /// A query that takes longer is stopped and reported as a timeout.
     #[arg(long, default_value_t = 600.0)]
     pub timeout_seconds: f64,
     /// Scratch directory for generated data and databases.
@@ -122,14 +126,21 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
         let run = match *system {
             "cairn" => run_cairn(args, &data, &queries).await?,
             peer => {
-                let duckdb_file = args.work_dir.join(format!("tpch-duckdb-sf{label}.duckdb"));
+                // DuckDB's database file, PostgreSQL's data directory.
+                let database = match peer {
+                    "duckdb" => Some(format!("tpch-duckdb-sf{label}.duckdb")),
+                    "postgres" => Some(format!("tpch-postgres-sf{label}")),
+                    _ => None,
+                }
+                .map(|name| args.work_dir.join(name));
                 run_peer(
                     peer,
                     &data,
                     &queries,
                     args.runs,
                     &args.work_dir,
-                    Some(&duckdb_file),
+                    database.as_deref(),
+                    args.timeout_seconds,
                 )?
             }
         };
@@ -286,17 +297,22 @@ pub async fn run_on_cairn(
     })
 }
 
-/// Runs `queries` in sequence `runs` times on a peer (`duckdb` or `datafusion`) through
-/// bench/peers/tpch_peer.py over the files in `data`. DuckDB loads them into `duckdb_file`, or
-/// into memory without one; `work_dir` takes the file of queries handed to the script.
+/// Runs `queries` in sequence `runs` times on a peer (`duckdb`, `postgres`, `spark` or
+/// `datafusion`) through bench/peers/tpch_peer.py over the files in `data`. DuckDB loads them
+/// into the `database` file, or into memory without one; PostgreSQL into a fresh server whose
+/// data directory is `database`. `work_dir` takes the file of queries handed to the script.
 pub fn run_peer(
     system: &str,
     data: &Path,
     queries: &[String],
     runs: usize,
     work_dir: &Path,
-    duckdb_file: Option<&Path>,
+    database: Option<&Path>,
+    timeout_seconds: f64,
 ) -> Result<SystemRun, String> {
+    if system == "spark" {
+        install_python_extra("spark")?;
+    }
     let input: Vec<Value> = queries
         .iter()
         .enumerate()
@@ -312,9 +328,10 @@ pub fn run_peer(
         .arg("--data")
         .arg(data)
         .arg("--queries")
-        .arg(&queries_file);
-    if let Some(file) = duckdb_file.filter(|_| system == "duckdb") {
-        command.arg("--database").arg(file);
+        .arg(&queries_file)
+        .args(["--timeout-seconds", &timeout_seconds.to_string()]);
+    if let Some(database) = database {
+        command.arg("--database").arg(database);
     }
     let output = command.output().map_err(|e| {
         format!("{system}: cannot run the peers' Python (bench/peers/python-env.sh): {e}")
@@ -347,16 +364,34 @@ pub fn run_peer(
             })
         })
         .collect();
+    let errors = answers_json
+        .iter()
+        .map(|q| q["error"].as_str().map(String::from))
+        .collect();
     Ok(SystemRun {
         system: system.into(),
         version: result["version"].as_str().unwrap_or_default().into(),
         load_seconds: result["load_seconds"].as_f64().unwrap_or_default(),
         bytes: result["bytes"].as_u64(),
         seconds,
-        errors: vec![None; queries.len()],
+        errors,
         mismatches: vec![None; queries.len()],
         answers,
     })
+}
+
+/// Installs an optional part of the peers' virtualenv (bench/peers/python-env.sh `extra`).
+fn install_python_extra(extra: &str) -> Result<(), String> {
+    let status = std::process::Command::new("bash")
+        .arg(crate::environment::repo_path("bench/peers/python-env.sh"))
+        .arg(extra)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("running bench/peers/python-env.sh {extra}: {e}"))?;
+    if !status.success() {
+        return Err(format!("bench/peers/python-env.sh {extra} failed ({status})"));
+    }
+    Ok(())
 }
 
 /// Marks every answer that differs from the reference system's (DuckDB's).
@@ -497,6 +532,10 @@ fn markdown(report: &TpchReport, raw: &Path, chart: Option<&str>) -> String {
                 "datasets with the primary keys, bulk-loaded from the Parquet files, flushed"
             }
             "duckdb" => "CREATE TABLE AS SELECT from the Parquet files into a database file",
+            "postgres" => {
+                "COPY from the Parquet files, primary keys, foreign-key and date indexes, VACUUM ANALYZE"
+            }
+            "spark" => "local mode, reads the Parquet files in place (load: starting the session)",
             _ => "queries the Parquet files in place (load: registering them)",
         };
         out.push_str(&format!(

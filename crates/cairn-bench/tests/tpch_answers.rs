@@ -57,7 +57,7 @@ fn all_22_queries_answer_as_duckdb_answers_them() {
     let cairn = runtime
         .block_on(run_on_cairn(&db, &queries, 1, 600.0))
         .unwrap();
-    let duckdb = run_peer("duckdb", &data, &queries, 1, dir.path(), None).unwrap();
+    let duckdb = run_peer("duckdb", &data, &queries, 1, dir.path(), None, 600.0).unwrap();
     let mut systems = [cairn, duckdb];
     check_answers(&mut systems);
     let [cairn, _] = &systems;

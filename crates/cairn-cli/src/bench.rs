@@ -14,8 +14,9 @@ pub enum BenchCommand {
     /// BigFUN end to end: generates the data if needed, loads Cairn and the peer systems, runs
     /// every operation (BIGFUN.md §2–§5) and compares the answers.
     Bigfun(BigfunBenchArgs),
-    /// TPC-H: generates the data if needed, loads Cairn, runs the 22 queries on Cairn, DuckDB
-    /// and plain DataFusion the seeds' way, and fails if an answer differs from DuckDB's.
+    /// TPC-H: generates the data if needed, loads Cairn, runs the 22 queries on Cairn, DuckDB,
+    /// PostgreSQL, Spark SQL and plain DataFusion the seeds' way, and fails if an answer differs
+    /// from DuckDB's.
     Tpch(TpchBenchArgs),
     /// TPC-H with the predicate cache: the 22 queries after a pass with other parameters of
     /// the same shape, with the cache on and off; units skipped and time saved per query.

@@ -327,6 +327,17 @@ impl PartitionScan {
         rows: u64,
         deleted: &RoaringTreemap,
     ) -> Result<Vec<RecordBatch>> {
+        if self.filter.is_none() {
+            // Every row is read: no units to track.
+            let mut row = first_row;
+            let mut out = Vec::new();
+            for batch in component.scan_row_group(row_group, self.projection.as_deref(), None)? {
+                let read = batch.num_rows() as u64;
+                out.push(filter_deleted(batch, row, deleted)?);
+                row += read;
+            }
+            return Ok(out);
+        }
         let slices = rows.div_ceil(SKIP_UNIT_ROWS);
         let unit_ids: Option<Vec<u64>> = (0..slices)
             .map(|slice| unit_id(component.id, row_group, slice))
