@@ -154,7 +154,7 @@ class Postgres:
         if not args.database:
             raise SystemExit("postgres: --database DIR (the server's data directory) is required")
         self.psycopg = psycopg
-        self.data_dir = args.database
+        self.data_dir = os.path.abspath(args.database)
         self.server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres", "server.sh")
         subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
         shutil.rmtree(self.data_dir, ignore_errors=True)

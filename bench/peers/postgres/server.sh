@@ -6,7 +6,8 @@
 #   server.sh stop DATA_DIR
 set -euo pipefail
 command="${1:?start or stop}"
-data_dir="${2:?data directory}"
+# Absolute, because the server resolves the socket directory (-k) from its data directory.
+data_dir="$(realpath -m "${2:?data directory}")"
 port="${3:-15432}"
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }

@@ -69,6 +69,26 @@ pub struct SystemRun {
 }
 
 impl SystemRun {
+    /// A system that could not run at all: every query failed with `error`'s last line (a
+    /// Python traceback ends with the exception).
+    fn failed(system: &str, error: &str, queries: usize) -> SystemRun {
+        let last_line = error
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or_default();
+        SystemRun {
+            system: system.into(),
+            version: String::new(),
+            load_seconds: 0.0,
+            bytes: None,
+            seconds: vec![Vec::new(); queries],
+            errors: vec![Some(format!("{system} did not run: {last_line}")); queries],
+            mismatches: vec![None; queries],
+            answers: vec![None; queries],
+        }
+    }
+
     /// The last run's answer to query `index`, if it had one.
     pub fn answer(&self, index: usize) -> Option<&[Vec<Value>]> {
         self.answers.get(index)?.as_deref()
@@ -133,6 +153,7 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
                     _ => None,
                 }
                 .map(|name| args.work_dir.join(name));
+                // A peer that cannot run is reported as such; the others' results still count.
                 run_peer(
                     peer,
                     &data,
@@ -141,7 +162,11 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
                     &args.work_dir,
                     database.as_deref(),
                     args.timeout_seconds,
-                )?
+                )
+                .unwrap_or_else(|error| {
+                    eprintln!("{peer} failed: {error}");
+                    SystemRun::failed(peer, &error, queries.len())
+                })
             }
         };
         systems.push(run);
