@@ -18,3 +18,4 @@ pub mod storage_bench;
 pub mod tpch;
 pub mod tpch_bench;
 pub mod tpch_cache_bench;
+pub mod tpch_scaleup;

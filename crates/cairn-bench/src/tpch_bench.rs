@@ -414,7 +414,9 @@ fn install_python_extra(extra: &str) -> Result<(), String> {
         .status()
         .map_err(|e| format!("running bench/peers/python-env.sh {extra}: {e}"))?;
     if !status.success() {
-        return Err(format!("bench/peers/python-env.sh {extra} failed ({status})"));
+        return Err(format!(
+            "bench/peers/python-env.sh {extra} failed ({status})"
+        ));
     }
     Ok(())
 }

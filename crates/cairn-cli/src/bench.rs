@@ -1,11 +1,13 @@
-//! `cairn bench bigfun`, `cairn bench tpch` and `cairn bench tpch-cache`: the BigFUN driver,
-//! the TPC-H runner and its predicate-cache experiment (crates/cairn-bench) from the command
-//! line, each writing its report under bench/results and printing where it went.
+//! `cairn bench bigfun`, `cairn bench tpch`, `tpch-cache` and `tpch-scaleup`: the BigFUN
+//! driver, the TPC-H runner, its predicate-cache experiment and its scale-up series
+//! (crates/cairn-bench) from the command line, each writing its report under bench/results and
+//! printing where it went.
 
 use crate::error::CliError;
 use cairn_bench::bigfun_bench::{self, BigfunBenchArgs};
 use cairn_bench::tpch_bench::{self, TpchBenchArgs};
 use cairn_bench::tpch_cache_bench::{self, TpchCacheBenchArgs};
+use cairn_bench::tpch_scaleup::{self, TpchScaleupArgs};
 use clap::Subcommand;
 use tokio::runtime::Runtime;
 
@@ -21,6 +23,9 @@ pub enum BenchCommand {
     /// TPC-H with the predicate cache: the 22 queries after a pass with other parameters of
     /// the same shape, with the cache on and off; units skipped and time saved per query.
     TpchCache(TpchCacheBenchArgs),
+    /// TPC-H scale-up: seconds per query divided by the scale factor, from the raw results of
+    /// `cairn bench tpch` at each scale factor (bench/results/tpch-scaleup.md).
+    TpchScaleup(TpchScaleupArgs),
 }
 
 pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
@@ -32,6 +37,11 @@ pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
             let page = runtime
                 .block_on(tpch_bench::run(args))
                 .map_err(CliError::Bench)?;
+            println!("wrote {}", page.display());
+            Ok(())
+        }
+        BenchCommand::TpchScaleup(args) => {
+            let page = tpch_scaleup::run(args).map_err(CliError::Bench)?;
             println!("wrote {}", page.display());
             Ok(())
         }

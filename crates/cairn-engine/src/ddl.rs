@@ -80,8 +80,10 @@ pub struct TableDeclaration {
 }
 
 /// Maps `CREATE TABLE name (col TYPE [NOT NULL] [PRIMARY KEY], ..., [PRIMARY KEY (a, b)])
-/// [WITH (partitions = n, open = true)]` onto a dataset type. Columns are optional unless
-/// `NOT NULL` or part of the key; the record type is closed unless `open = true`.
+/// [WITH (partitions = n, open = true)] [PARTITION BY (a)]` onto a dataset type. Columns are
+/// optional unless `NOT NULL` or part of the key; the record type is closed unless
+/// `open = true`; records are placed by the hash of the PARTITION BY fields (a subset of the
+/// primary key), or of the whole key without it.
 pub fn table_declaration(create: &CreateTable) -> Result<TableDeclaration> {
     let name = match create.name.0.as_slice() {
         [part] => part
@@ -165,13 +167,35 @@ pub fn table_declaration(create: &CreateTable) -> Result<TableDeclaration> {
         )));
     }
     let (partitions, open) = table_options(&name, &create.table_options)?;
+    let partition_key = match &create.partition_by {
+        Some(expr) => partition_fields(&name, expr)?,
+        None => Vec::new(),
+    };
     let record = RecordType::new(fields, open)?;
     Ok(TableDeclaration {
-        dataset_type: DatasetType::new(record, primary_key)?,
+        dataset_type: DatasetType::new(record, primary_key)?.with_partition_key(partition_key)?,
         name,
         partitions,
         if_not_exists: create.if_not_exists,
     })
+}
+
+/// The column names of `PARTITION BY a` or `PARTITION BY (a, b)`.
+fn partition_fields(table: &str, expr: &Expr) -> Result<Vec<String>> {
+    let items: Vec<&Expr> = match expr {
+        Expr::Tuple(items) => items.iter().collect(),
+        Expr::Nested(inner) => vec![inner.as_ref()],
+        single => vec![single],
+    };
+    items
+        .into_iter()
+        .map(|item| match item {
+            Expr::Identifier(ident) => Ok(ident.value.clone()),
+            other => Err(EngineError::Invalid(format!(
+                "CREATE TABLE {table}: PARTITION BY takes primary-key column names, got `{other}`"
+            ))),
+        })
+        .collect()
 }
 
 fn table_options(table: &str, options: &CreateTableOptions) -> Result<(Option<u32>, bool)> {

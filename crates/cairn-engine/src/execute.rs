@@ -15,6 +15,7 @@ use cairn_model::DatasetType;
 use cairn_model::json::record_from_json;
 use cairn_storage::{InputFormat, WriteOp};
 use datafusion::common::TableReference;
+use datafusion::common::config::Dialect;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp as DfWriteOp};
@@ -397,9 +398,15 @@ impl Database {
     async fn plan_datafusion(&self, statement: &ScriptStatement<'_>) -> Result<Planned> {
         let state = self.context.state();
         let dialect = state.config().options().sql_parser.dialect;
-        let parsed = state
-            .sql_to_statement(&statement.positioned_text(), &dialect)
-            .map_err(syntax_error)?;
+        let text = statement.positioned_text();
+        let parsed = match state.sql_to_statement(&text, &dialect) {
+            Ok(parsed) => parsed,
+            // DuckDB's dialect has no `CREATE TABLE ... PARTITION BY`; the generic one has.
+            Err(error) if is_create_table(&text) => state
+                .sql_to_statement(&text, &Dialect::Generic)
+                .map_err(|_| syntax_error(error))?,
+            Err(error) => return Err(syntax_error(error)),
+        };
         if let DfStatement::Statement(sql) = &parsed {
             match sql.as_ref() {
                 SqlStatement::CreateTable(create) => {
@@ -648,6 +655,12 @@ impl Database {
 
 /// A parser error of DataFusion's SQL parser as a Cairn syntax error with its position (the
 /// parser saw the statement in script coordinates, see [`ScriptStatement::positioned_text`]).
+/// Whether a statement's first words are `CREATE TABLE`.
+fn is_create_table(text: &str) -> bool {
+    let mut words = text.split_whitespace().map(str::to_ascii_uppercase);
+    words.next().as_deref() == Some("CREATE") && words.next().as_deref() == Some("TABLE")
+}
+
 fn syntax_error(error: datafusion::error::DataFusionError) -> EngineError {
     use datafusion::sql::sqlparser::parser::ParserError;
     let message = match &error {

@@ -169,7 +169,8 @@ impl DatasetScanExec {
 
     fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
-        let counter = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
+        let counter =
+            |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let tx = builder.tx();
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();

@@ -136,8 +136,14 @@ async fn equal_and_implied_predicates_skip_what_an_earlier_scan_found_empty() {
 
     // Not implied: a different value, a wider range, a list reaching outside.
     for (condition, keep) in [
-        ("band = 4", Box::new(|id| band(id) == 4) as Box<dyn Fn(i64) -> bool>),
-        ("band BETWEEN 3 AND 4", Box::new(|id| (3..=4).contains(&band(id)))),
+        (
+            "band = 4",
+            Box::new(|id| band(id) == 4) as Box<dyn Fn(i64) -> bool>,
+        ),
+        (
+            "band BETWEEN 3 AND 4",
+            Box::new(|id| (3..=4).contains(&band(id))),
+        ),
         ("band IN (3, 5)", Box::new(|id| [3, 5].contains(&band(id)))),
         ("band <= 3", Box::new(|id| band(id) <= 3)),
     ] {
@@ -152,7 +158,10 @@ async fn equal_and_implied_predicates_skip_what_an_earlier_scan_found_empty() {
         UNITS - 10,
         "units without band 3 or 5"
     );
-    assert_eq!(run(&db, "band = 5 AND band IN (3, 5)").await.count, expected(|id| band(id) == 5));
+    assert_eq!(
+        run(&db, "band = 5 AND band IN (3, 5)").await.count,
+        expected(|id| band(id) == 5)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

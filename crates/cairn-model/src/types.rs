@@ -2,6 +2,7 @@
 //! (open or closed) with optional fields and a primary key.
 
 use crate::error::{ModelError, Result};
+use crate::value::Key;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -207,14 +208,23 @@ impl fmt::Display for RecordType {
 /// The declared shape of a dataset's records plus its primary key.
 ///
 /// The primary key names one or more top-level declared fields, each required and of a key type
-/// ([`DataType::is_key_type`]).
+/// ([`DataType::is_key_type`]). The partitioning key, if declared, is a subset of the primary
+/// key's fields whose values alone choose a record's partition, so that records sharing them
+/// (an order's line items) live in one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetType {
     pub record: RecordType,
     pub primary_key: Vec<String>,
+    /// Fields of the primary key that choose the partition; empty for the whole key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_key: Vec<String>,
     /// Positions of the primary key fields in `record.fields`, derived from `primary_key`.
     #[serde(skip)]
     key_indices: Vec<usize>,
+    /// Positions of the partitioning fields within the primary key, derived from
+    /// `partition_key`.
+    #[serde(skip)]
+    partition_positions: Vec<usize>,
 }
 
 impl DatasetType {
@@ -261,13 +271,61 @@ impl DatasetType {
         Ok(DatasetType {
             record,
             primary_key,
+            partition_key: Vec::new(),
             key_indices,
+            partition_positions: Vec::new(),
         })
+    }
+
+    /// The same type partitioned by `fields`, which must be distinct fields of the primary
+    /// key; no fields, or all of them in key order, partition by the whole key.
+    pub fn with_partition_key(mut self, fields: Vec<String>) -> Result<Self> {
+        let mut positions = Vec::with_capacity(fields.len());
+        for name in &fields {
+            let position = self
+                .primary_key
+                .iter()
+                .position(|k| k == name)
+                .ok_or_else(|| ModelError::InvalidKey {
+                    field: name.clone(),
+                    message: format!(
+                        "is in the partitioning key but not in the primary key ({})",
+                        self.primary_key.join(", ")
+                    ),
+                })?;
+            if positions.contains(&position) {
+                return Err(ModelError::InvalidKey {
+                    field: name.clone(),
+                    message: "appears twice in the partitioning key".to_string(),
+                });
+            }
+            positions.push(position);
+        }
+        if fields == self.primary_key {
+            return Ok(self);
+        }
+        self.partition_key = fields;
+        self.partition_positions = positions;
+        Ok(self)
     }
 
     /// Re-derives the key positions after deserialization.
     pub fn revalidate(self) -> Result<Self> {
-        DatasetType::new(self.record, self.primary_key)
+        DatasetType::new(self.record, self.primary_key)?.with_partition_key(self.partition_key)
+    }
+
+    /// The partition (of `partition_count`) that owns `key`: by the hash of the partitioning
+    /// fields' values.
+    pub fn partition_of(&self, key: &Key, partition_count: u32) -> u32 {
+        if self.partition_positions.is_empty() {
+            return key.partition(partition_count);
+        }
+        Key(self
+            .partition_positions
+            .iter()
+            .map(|&position| key.0[position].clone())
+            .collect())
+        .partition(partition_count)
     }
 
     /// Positions of the key fields within the record's declared fields.

@@ -166,6 +166,13 @@ impl Dataset {
         &self.shape.name
     }
 
+    /// The partition that owns `key` (by the dataset's partitioning key).
+    pub fn partition_of(&self, key: &Key) -> u32 {
+        self.shape
+            .dataset_type
+            .partition_of(key, self.shape.partition_count)
+    }
+
     pub fn allocate_component_id(&self) -> u64 {
         self.next_component_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -208,7 +215,7 @@ impl Dataset {
                     (key.clone(), LoggedOp::Delete(key))
                 }
             };
-            prepared.push((key.partition(self.shape.partition_count), key, logged));
+            prepared.push((self.partition_of(&key), key, logged));
         }
         if prepared.is_empty() {
             return Ok(WriteReceipt {
@@ -376,7 +383,7 @@ impl Dataset {
         if key.0.len() != self.shape.key_types.len() {
             self.check_key(key, 0)?;
         }
-        let partition = &self.partitions[key.partition(self.shape.partition_count) as usize];
+        let partition = &self.partitions[self.partition_of(key) as usize];
         let found = partition.state.read().lookup(key)?;
         match found {
             None => Ok(None),
@@ -522,10 +529,14 @@ impl Dataset {
         };
         self.ensure_index_files(&manifest.indexes)?;
         write_manifest(&self.dir, &manifest)?;
-        // A cache that cannot be saved costs only skipping: not a reason to fail the manifest.
-        if let Err(e) = self
-            .predicate_cache
-            .save(&self.dir, &manifest_fingerprints(&manifest))
+        // Synced again because a scan may have learned from a deletion written since the sync
+        // above; a saved unit must not outlive the deletion that emptied it. A cache that
+        // cannot be saved costs only skipping: not a reason to fail the manifest.
+        if self.predicate_cache.is_dirty()
+            && let Err(e) = wal.sync_all().and_then(|_| {
+                self.predicate_cache
+                    .save(&self.dir, &manifest_fingerprints(&manifest))
+            })
         {
             tracing::warn!(dataset = self.name(), error = %e, "predicate cache not saved");
         }

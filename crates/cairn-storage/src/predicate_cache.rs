@@ -173,9 +173,15 @@ impl fmt::Display for Atom {
                     },
                 );
                 let side = |b: &Option<RangeBound>| {
-                    b.as_ref().map_or("∞".to_string(), |b| format!("{:?}", b.value))
+                    b.as_ref()
+                        .map_or("∞".to_string(), |b| format!("{:?}", b.value))
                 };
-                write!(f, "{column} in {open}{}, {}{close}", side(lower), side(upper))
+                write!(
+                    f,
+                    "{column} in {open}{}, {}{close}",
+                    side(lower),
+                    side(upper)
+                )
             }
             Atom::In { column, values } => write!(f, "{column} in {values:?}"),
             Atom::Other(text) => f.write_str(text),
@@ -271,7 +277,16 @@ fn atom_implies(held: &Atom, wanted: &Atom) -> bool {
                     .iter()
                     .any(|v| compare_values(v, &lower.value) == Some(Ordering::Equal))
         }
-        (Atom::In { column: c1, values: v1 }, Atom::In { column: c2, values: v2 }) => {
+        (
+            Atom::In {
+                column: c1,
+                values: v1,
+            },
+            Atom::In {
+                column: c2,
+                values: v2,
+            },
+        ) => {
             c1 == c2
                 && v1.iter().all(|v| {
                     v2.iter()
@@ -430,7 +445,9 @@ impl PredicateCache {
                 .collect();
             for component in dead {
                 let start = component << COMPONENT_SHIFT;
-                entry.units.remove_range(start..start + (1 << COMPONENT_SHIFT));
+                entry
+                    .units
+                    .remove_range(start..start + (1 << COMPONENT_SHIFT));
             }
             entry.measure();
         }
@@ -445,6 +462,11 @@ impl PredicateCache {
             units: state.entries.iter().map(|e| e.units.len()).sum(),
             bytes: state.bytes,
         }
+    }
+
+    /// Whether anything was recorded since the last save.
+    pub fn is_dirty(&self) -> bool {
+        self.state.lock().dirty
     }
 
     /// Saves the cache in `dir` if anything was recorded since the last save, keeping only
@@ -794,7 +816,10 @@ mod tests {
         assert_eq!(cache.figures().predicates, 2);
         assert_eq!(cache.skippable_units(&first).len(), 10);
         assert_eq!(cache.skippable_units(&third).len(), 10);
-        assert!(cache.skippable_units(&second).is_empty(), "second was evicted");
+        assert!(
+            cache.skippable_units(&second).is_empty(),
+            "second was evicted"
+        );
     }
 
     #[test]
@@ -808,21 +833,50 @@ mod tests {
             .collect();
         cache.record(&p, &units);
         let live: HashMap<u64, ComponentFingerprint> = [
-            (3, ComponentFingerprint { rows: 10, bytes: 100 }),
-            (4, ComponentFingerprint { rows: 20, bytes: 200 }),
+            (
+                3,
+                ComponentFingerprint {
+                    rows: 10,
+                    bytes: 100,
+                },
+            ),
+            (
+                4,
+                ComponentFingerprint {
+                    rows: 20,
+                    bytes: 200,
+                },
+            ),
         ]
         .into();
         cache.save(dir.path(), &live).unwrap();
         let reloaded = PredicateCache::load(dir.path(), 1 << 20, &live);
         assert_eq!(reloaded.skippable_units(&p), units);
         let rewritten: HashMap<u64, ComponentFingerprint> = [
-            (3, ComponentFingerprint { rows: 10, bytes: 100 }),
-            (4, ComponentFingerprint { rows: 21, bytes: 200 }),
+            (
+                3,
+                ComponentFingerprint {
+                    rows: 10,
+                    bytes: 100,
+                },
+            ),
+            (
+                4,
+                ComponentFingerprint {
+                    rows: 21,
+                    bytes: 200,
+                },
+            ),
         ]
         .into();
         let partly = PredicateCache::load(dir.path(), 1 << 20, &rewritten);
         assert_eq!(partly.skippable_units(&p).len(), 1);
         std::fs::write(dir.path().join(PREDICATE_CACHE_FILE), b"garbage").unwrap();
-        assert_eq!(PredicateCache::load(dir.path(), 1 << 20, &live).figures().units, 0);
+        assert_eq!(
+            PredicateCache::load(dir.path(), 1 << 20, &live)
+                .figures()
+                .units,
+            0
+        );
     }
 }

@@ -378,8 +378,7 @@ impl PartitionScan {
             }
             RowSelection::from(selectors)
         });
-        let batches =
-            component.scan_row_group(row_group, self.projection.as_deref(), selection)?;
+        let batches = component.scan_row_group(row_group, self.projection.as_deref(), selection)?;
         let mut matched = vec![false; slices as usize];
         let mut out = Vec::with_capacity(batches.len());
         for batch in batches {

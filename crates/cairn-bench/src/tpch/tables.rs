@@ -27,6 +27,9 @@ pub type Generator = fn(f64, i32, i32) -> Box<dyn RecordBatchReader + Send>;
 pub struct Table {
     pub name: &'static str,
     pub primary_key: &'static [&'static str],
+    /// The part of the primary key that places rows in partitions (empty: all of it): a
+    /// lineitem lives with its order's other lines, a partsupp with its part's other suppliers.
+    pub partition_key: &'static [&'static str],
     /// Generator parts per unit of scale factor (rows grow with it); 0 for nation and region,
     /// whose 25 and 5 rows do not.
     pub parts_per_scale_factor: f64,
@@ -40,6 +43,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "region",
         primary_key: &["r_regionkey"],
+        partition_key: &[],
         parts_per_scale_factor: 0.0,
         tpchgen_schema: RegionArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -53,6 +57,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "nation",
         primary_key: &["n_nationkey"],
+        partition_key: &[],
         parts_per_scale_factor: 0.0,
         tpchgen_schema: NationArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -66,6 +71,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "supplier",
         primary_key: &["s_suppkey"],
+        partition_key: &[],
         parts_per_scale_factor: 0.2,
         tpchgen_schema: SupplierArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -79,6 +85,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "customer",
         primary_key: &["c_custkey"],
+        partition_key: &[],
         parts_per_scale_factor: 1.0,
         tpchgen_schema: CustomerArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -92,6 +99,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "part",
         primary_key: &["p_partkey"],
+        partition_key: &[],
         parts_per_scale_factor: 1.0,
         tpchgen_schema: PartArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -105,6 +113,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "partsupp",
         primary_key: &["ps_partkey", "ps_suppkey"],
+        partition_key: &["ps_partkey"],
         parts_per_scale_factor: 2.0,
         tpchgen_schema: PartSuppArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -118,6 +127,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "orders",
         primary_key: &["o_orderkey"],
+        partition_key: &[],
         parts_per_scale_factor: 3.0,
         tpchgen_schema: OrderArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -131,6 +141,7 @@ pub const TABLES: [Table; 8] = [
     Table {
         name: "lineitem",
         primary_key: &["l_orderkey", "l_linenumber"],
+        partition_key: &["l_orderkey"],
         parts_per_scale_factor: 10.0,
         tpchgen_schema: LineItemArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -176,8 +187,12 @@ impl Table {
             };
             columns.push(format!("{} {sql_type} NOT NULL", field.name()));
         }
+        let partition_by = match self.partition_key {
+            [] => String::new(),
+            fields => format!(" PARTITION BY ({})", fields.join(", ")),
+        };
         Ok(format!(
-            "CREATE TABLE {} ({}, PRIMARY KEY ({}))",
+            "CREATE TABLE {} ({}, PRIMARY KEY ({})){partition_by}",
             self.name,
             columns.join(", "),
             self.primary_key.join(", ")
