@@ -201,6 +201,8 @@ class Postgres:
     def close(self):
         self.con.close()
         subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
+        # Its size is in the report; the directory itself (GBs from SF 1 up) is not kept.
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 class Spark:
