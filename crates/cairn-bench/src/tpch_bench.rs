@@ -42,6 +42,10 @@ pub struct TpchBenchArgs {
     pub seed: u64,
     #[arg(long)]
     pub validation: bool,
+    /// Only generate the data (if needed) and load it into Cairn's database
+    /// (--work-dir/tpch-cairn-sf<X>); run no query.
+    #[arg(long)]
+    pub load: bool,
     /// A query that takes longer is stopped and reported as a timeout.
     #[arg(long, default_value_t = 600.0)]
     pub timeout_seconds: f64,
@@ -94,16 +98,21 @@ impl SystemRun {
         self.answers.get(index)?.as_deref()
     }
 
-    /// The seeds' measure of query `index`: the mean of the runs after the first.
+    /// The seeds' measure of query `index` ([`mean_after_first`]).
     pub fn measured(&self, index: usize) -> Option<f64> {
-        let runs = &self.seconds[index];
-        let kept: Vec<f64> = runs
-            .iter()
-            .skip(usize::from(runs.len() > 1))
-            .copied()
-            .collect::<Option<_>>()?;
-        (!kept.is_empty()).then(|| kept.iter().sum::<f64>() / kept.len() as f64)
+        mean_after_first(&self.seconds[index])
     }
+}
+
+/// The seeds' measure of a query: the mean of its runs after the first (the only run, if
+/// there is one); `None` if a kept run has no time.
+pub fn mean_after_first(runs: &[Option<f64>]) -> Option<f64> {
+    let kept: Vec<f64> = runs
+        .iter()
+        .skip(usize::from(runs.len() > 1))
+        .copied()
+        .collect::<Option<_>>()?;
+    (!kept.is_empty()).then(|| kept.iter().sum::<f64>() / kept.len() as f64)
 }
 
 #[derive(Debug, Serialize)]
@@ -117,8 +126,8 @@ pub struct TpchReport {
     pub systems: Vec<SystemRun>,
 }
 
-/// Runs the benchmark and writes the report; fails (after writing it) if an answer differs
-/// from DuckDB's.
+/// Runs the benchmark and writes the report (returning its path); fails (after writing it) if
+/// an answer differs from DuckDB's. With `--load`, only loads Cairn and returns its directory.
 pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
     for system in &args.systems {
         if !SYSTEMS.contains(&system.as_str()) {
@@ -135,6 +144,12 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
     let label = scale_label(args.sf);
     let data = args.work_dir.join(format!("tpch-sf{label}"));
     let generate_seconds = ensure_data(args.sf, &data)?;
+    if args.load {
+        let dir = cairn_dir(&args.work_dir, args.sf);
+        let (_, seconds) = load_cairn(&dir, &data).await?;
+        eprintln!("loaded TPC-H SF {label} into {} in {seconds:.1} s", dir.display());
+        return Ok(dir);
+    }
     let queries = query_texts(args.sf, (!args.validation).then_some(args.seed))?;
 
     let mut systems = Vec::new();
@@ -262,7 +277,8 @@ pub fn cairn_dir(work_dir: &Path, sf: f64) -> PathBuf {
 }
 
 /// Loads the files in `data` into a fresh Cairn database in `dir` (removing what was there),
-/// every dataset flushed; returns it with the seconds loading took.
+/// every dataset compacted to one component per partition, so no background merge runs while
+/// queries are timed; returns it with the seconds loading took (compaction included).
 pub async fn load_cairn(dir: &Path, data: &Path) -> Result<(Database, f64), String> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -272,8 +288,8 @@ pub async fn load_cairn(dir: &Path, data: &Path) -> Result<(Database, f64), Stri
     load_tables(&db, data, OutputFormat::Parquet).await?;
     for table in crate::tpch::tables::TABLES {
         db.storage()
-            .flush(table.name)
-            .map_err(|e| format!("flushing {}: {e}", table.name))?;
+            .compact(table.name)
+            .map_err(|e| format!("compacting {}: {e}", table.name))?;
     }
     Ok((db, started.elapsed().as_secs_f64()))
 }
@@ -556,7 +572,7 @@ fn markdown(report: &TpchReport, raw: &Path, chart: Option<&str>) -> String {
     for system in &report.systems {
         let how = match system.system.as_str() {
             "cairn" => {
-                "datasets with the primary keys, bulk-loaded from the Parquet files, flushed"
+                "datasets with the primary keys, bulk-loaded from the Parquet files, compacted"
             }
             "duckdb" => "CREATE TABLE AS SELECT from the Parquet files into a database file",
             "postgres" => {

@@ -2,7 +2,7 @@
 //! `cairn bench tpch` at each scale factor — per query and system, the measured seconds divided
 //! by the scale factor, so a system that scales linearly shows the same figure in every column.
 
-use crate::tpch_bench::scale_label;
+use crate::tpch_bench::{mean_after_first, scale_label};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -24,15 +24,10 @@ struct Measured {
     seconds: Vec<Option<f64>>,
 }
 
-/// The seeds' measure from a raw run: the mean of the runs after the first.
+/// The seeds' measure from a raw run's times of one query.
 fn measured(runs: &Value) -> Option<f64> {
     let runs: Vec<Option<f64>> = runs.as_array()?.iter().map(Value::as_f64).collect();
-    let kept: Vec<f64> = runs
-        .iter()
-        .skip(usize::from(runs.len() > 1))
-        .copied()
-        .collect::<Option<_>>()?;
-    (!kept.is_empty()).then(|| kept.iter().sum::<f64>() / kept.len() as f64)
+    mean_after_first(&runs)
 }
 
 fn read_run(results_dir: &Path, sf: f64, system: &str) -> Result<Measured, String> {
