@@ -147,7 +147,10 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
     if args.load {
         let dir = cairn_dir(&args.work_dir, args.sf);
         let (_, seconds) = load_cairn(&dir, &data).await?;
-        eprintln!("loaded TPC-H SF {label} into {} in {seconds:.1} s", dir.display());
+        eprintln!(
+            "loaded TPC-H SF {label} into {} in {seconds:.1} s",
+            dir.display()
+        );
         return Ok(dir);
     }
     let queries = query_texts(args.sf, (!args.validation).then_some(args.seed))?;

@@ -43,7 +43,7 @@ pub fn unit_id(component_id: u64, row_group: usize, slice: u64) -> Option<u64> {
     let fits = component_id < (1 << (64 - COMPONENT_SHIFT))
         && (row_group as u64) < (1 << ROW_GROUP_BITS)
         && slice < (1 << SLICE_BITS);
-    fits.then(|| component_id << COMPONENT_SHIFT | (row_group as u64) << SLICE_BITS | slice)
+    fits.then_some(component_id << COMPONENT_SHIFT | (row_group as u64) << SLICE_BITS | slice)
 }
 
 fn component_of(unit: u64) -> u64 {
