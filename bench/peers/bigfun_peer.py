@@ -11,14 +11,13 @@ Usage: python bigfun_peer.py PLAN.json OUT.json
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from canonical import canonical_row, checksum  # noqa: E402
+from scratch_postgres import ScratchPostgres  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -67,19 +66,9 @@ class PostgresPeer:
         import psycopg
 
         self.psycopg = psycopg
-        self.data_dir = plan["database"]
-        self.port = int(plan.get("port", 15432))
-        self.server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres", "server.sh")
-        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        started = subprocess.run(
-            ["bash", self.server, "start", self.data_dir, str(self.port)],
-            check=True, stdout=subprocess.PIPE, text=True,
-        )
-        self.version = started.stdout.strip().splitlines()[-1].replace("postgres (PostgreSQL)", "PostgreSQL")
-        self.con = psycopg.connect(
-            host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True
-        )
+        self.server = ScratchPostgres(plan["database"], int(plan.get("port", 15432)))
+        self.version = "PostgreSQL " + self.server.version
+        self.con = self.server.connection
         self.con.execute(f"SET max_parallel_workers_per_gather = {int(plan.get('threads', 2))}")
 
     def execute(self, sql: str, timeout: float):
@@ -91,11 +80,10 @@ class PostgresPeer:
         return isinstance(error, self.psycopg.errors.QueryCanceled)
 
     def size_bytes(self) -> int:
-        return int(self.con.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+        return self.server.size_bytes()
 
     def close(self) -> None:
-        self.con.close()
-        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
+        self.server.stop()
 
 
 PEERS = {"duckdb": DuckDbPeer, "postgres": PostgresPeer}

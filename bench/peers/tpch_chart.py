@@ -9,10 +9,7 @@ bench/results/raw/).
 import json
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from bar_chart import draw_grouped_bars
 
 
 def measured(runs):
@@ -27,26 +24,19 @@ def main() -> None:
     raw_path, out_path = sys.argv[1], sys.argv[2]
     with open(raw_path) as f:
         report = json.load(f)
-    systems = report["systems"]
     queries = len(report["queries"])
-    width = 0.8 / max(len(systems), 1)
-    fig, axis = plt.subplots(figsize=(14, 5))
-    for index, system in enumerate(systems):
-        xs, ys = [], []
-        for query in range(queries):
-            seconds = measured(system["seconds"][query])
-            if seconds is not None:
-                xs.append(query + 1 + (index - (len(systems) - 1) / 2) * width)
-                ys.append(seconds)
-        axis.bar(xs, ys, width=width, label=f"{system['system']} {system['version']}")
-    axis.set_yscale("log")
-    axis.set_xticks(range(1, queries + 1))
-    axis.set_xticklabels([f"Q{q}" for q in range(1, queries + 1)])
-    axis.set_ylabel("seconds (log scale)")
-    axis.set_title(f"TPC-H SF {report['scale_factor']}: seconds per query, runs after the first")
-    axis.legend()
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=110)
+    series = [
+        (f"{system['system']} {system['version']}", [measured(runs) for runs in system["seconds"]])
+        for system in report["systems"]
+    ]
+    draw_grouped_bars(
+        out_path,
+        [f"Q{q}" for q in range(1, queries + 1)],
+        series,
+        "seconds (log scale)",
+        f"TPC-H SF {report['scale_factor']}: seconds per query, runs after the first",
+        figsize=(14, 5),
+    )
 
 
 if __name__ == "__main__":

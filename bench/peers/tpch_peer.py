@@ -20,11 +20,11 @@ import glob
 import io
 import json
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
+
+from scratch_postgres import ScratchPostgres
 
 TABLES = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
 
@@ -154,18 +154,9 @@ class Postgres:
         if not args.database:
             raise SystemExit("postgres: --database DIR (the server's data directory) is required")
         self.psycopg = psycopg
-        self.data_dir = os.path.abspath(args.database)
-        self.server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres", "server.sh")
-        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        started = subprocess.run(
-            ["bash", self.server, "start", self.data_dir, str(args.port)],
-            check=True, stdout=subprocess.PIPE, text=True,
-        )
-        self.version = started.stdout.strip().splitlines()[-1].replace("postgres (PostgreSQL) ", "")
-        self.con = psycopg.connect(
-            host="127.0.0.1", port=args.port, user="postgres", dbname="postgres", autocommit=True
-        )
+        self.server = ScratchPostgres(args.database, args.port)
+        self.version = self.server.version
+        self.con = self.server.connection
         self.con.execute(f"SET max_parallel_workers_per_gather = {args.threads}")
         for table in TABLES:
             files = sorted(glob.glob(table_glob(args, table)))
@@ -189,7 +180,7 @@ class Postgres:
         self.con.execute("VACUUM ANALYZE")
 
     def bytes(self):
-        return int(self.con.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+        return self.server.size_bytes()
 
     def run(self, text, timeout):
         self.con.execute(f"SET statement_timeout = {int(timeout * 1000)}")
@@ -199,10 +190,8 @@ class Postgres:
             raise QueryTimeout()
 
     def close(self):
-        self.con.close()
-        subprocess.run(["bash", self.server, "stop", self.data_dir], check=False)
         # Its size is in the report; the directory itself (GBs from SF 1 up) is not kept.
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.server.stop(remove_data=True)
 
 
 class Spark:

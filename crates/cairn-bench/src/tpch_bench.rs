@@ -21,11 +21,26 @@ use std::time::{Duration, Instant};
 pub const SYSTEMS: [&str; 5] = ["cairn", "duckdb", "postgres", "spark", "datafusion"];
 const REFERENCE: &str = "duckdb";
 
+/// What every TPC-H command shares: the scale factor and where data and results go.
 #[derive(Debug, Clone, clap::Args)]
-pub struct TpchBenchArgs {
+pub struct TpchSetup {
     /// Scale factor (generated into --work-dir/tpch-sf<X> unless already there).
     #[arg(long, default_value_t = 1.0)]
     pub sf: f64,
+    /// A query that takes longer is stopped and reported as a timeout.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout_seconds: f64,
+    /// Scratch directory for generated data and databases.
+    #[arg(long, default_value = "bench/data")]
+    pub work_dir: PathBuf,
+    #[arg(long, default_value = "bench/results")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct TpchBenchArgs {
+    #[command(flatten)]
+    pub setup: TpchSetup,
     /// Systems to run, comma separated (of: cairn, duckdb, postgres, spark, datafusion).
     #[arg(
         long,
@@ -46,14 +61,6 @@ pub struct TpchBenchArgs {
     /// (--work-dir/tpch-cairn-sf<X>); run no query.
     #[arg(long)]
     pub load: bool,
-    /// A query that takes longer is stopped and reported as a timeout.
-    #[arg(long, default_value_t = 600.0)]
-    pub timeout_seconds: f64,
-    /// Scratch directory for generated data and databases.
-    #[arg(long, default_value = "bench/data")]
-    pub work_dir: PathBuf,
-    #[arg(long, default_value = "bench/results")]
-    pub results_dir: PathBuf,
 }
 
 /// One system's run of the 22 queries.
@@ -141,11 +148,11 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
         return Err("--runs must be at least 1".into());
     }
     let environment = Environment::capture();
-    let label = scale_label(args.sf);
-    let data = args.work_dir.join(format!("tpch-sf{label}"));
-    let generate_seconds = ensure_data(args.sf, &data)?;
+    let label = scale_label(args.setup.sf);
+    let data = args.setup.work_dir.join(format!("tpch-sf{label}"));
+    let generate_seconds = ensure_data(args.setup.sf, &data)?;
     if args.load {
-        let dir = cairn_dir(&args.work_dir, args.sf);
+        let dir = cairn_dir(&args.setup.work_dir, args.setup.sf);
         let (_, seconds) = load_cairn(&dir, &data).await?;
         eprintln!(
             "loaded TPC-H SF {label} into {} in {seconds:.1} s",
@@ -153,7 +160,7 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
         );
         return Ok(dir);
     }
-    let queries = query_texts(args.sf, (!args.validation).then_some(args.seed))?;
+    let queries = query_texts(args.setup.sf, (!args.validation).then_some(args.seed))?;
 
     let mut systems = Vec::new();
     for system in SYSTEMS
@@ -170,16 +177,16 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
                     "postgres" => Some(format!("tpch-postgres-sf{label}")),
                     _ => None,
                 }
-                .map(|name| args.work_dir.join(name));
+                .map(|name| args.setup.work_dir.join(name));
                 // A peer that cannot run is reported as such; the others' results still count.
                 run_peer(
                     peer,
                     &data,
                     &queries,
                     args.runs,
-                    &args.work_dir,
+                    &args.setup.work_dir,
                     database.as_deref(),
-                    args.timeout_seconds,
+                    args.setup.timeout_seconds,
                 )
                 .unwrap_or_else(|error| {
                     eprintln!("{peer} failed: {error}");
@@ -192,7 +199,7 @@ pub async fn run(args: &TpchBenchArgs) -> Result<PathBuf, String> {
     check_answers(&mut systems);
     let report = TpchReport {
         environment,
-        scale_factor: args.sf,
+        scale_factor: args.setup.sf,
         parameters: if args.validation {
             "validation".into()
         } else {
@@ -266,9 +273,9 @@ async fn run_cairn(
     data: &Path,
     queries: &[String],
 ) -> Result<SystemRun, String> {
-    let dir = cairn_dir(&args.work_dir, args.sf);
+    let dir = cairn_dir(&args.setup.work_dir, args.setup.sf);
     let (db, load_seconds) = load_cairn(&dir, data).await?;
-    let mut run = run_on_cairn(&db, queries, args.runs, args.timeout_seconds).await?;
+    let mut run = run_on_cairn(&db, queries, args.runs, args.setup.timeout_seconds).await?;
     run.load_seconds = load_seconds;
     run.bytes = Some(directory_bytes(&dir));
     Ok(run)
@@ -297,6 +304,22 @@ pub async fn load_cairn(dir: &Path, data: &Path) -> Result<(Database, f64), Stri
     Ok((db, started.elapsed().as_secs_f64()))
 }
 
+/// Runs one query on Cairn: its seconds and answer rows, or why it has none (its error, or
+/// `timed out after N s` once `timeout` passed and it was cancelled).
+pub async fn timed_query(
+    db: &Database,
+    text: &str,
+    timeout: Duration,
+) -> Result<(f64, Vec<Vec<Value>>), String> {
+    let began = Instant::now();
+    let batches = tokio::time::timeout(timeout, db.sql(text))
+        .await
+        .map_err(|_| format!("timed out after {} s", timeout.as_secs_f64()))?
+        .map_err(|e| e.to_string())?;
+    let elapsed = began.elapsed().as_secs_f64();
+    Ok((elapsed, batch_rows(&batches)?))
+}
+
 /// Runs `queries` in sequence `runs` times on an open Cairn database; a query past
 /// `timeout_seconds` is cancelled and counted as a timeout. (Load time and size are the
 /// caller's to fill in.)
@@ -312,19 +335,14 @@ pub async fn run_on_cairn(
     let mut answers = vec![None; queries.len()];
     for _ in 0..runs {
         for (index, text) in queries.iter().enumerate() {
-            let began = Instant::now();
-            match tokio::time::timeout(timeout, db.sql(text)).await {
-                Ok(Ok(batches)) => {
-                    seconds[index].push(Some(began.elapsed().as_secs_f64()));
-                    answers[index] = Some(batch_rows(&batches)?);
+            match timed_query(db, text, timeout).await {
+                Ok((elapsed, rows)) => {
+                    seconds[index].push(Some(elapsed));
+                    answers[index] = Some(rows);
                 }
-                Ok(Err(error)) => {
+                Err(error) => {
                     seconds[index].push(None);
-                    errors[index] = Some(error.to_string());
-                }
-                Err(_) => {
-                    seconds[index].push(None);
-                    errors[index] = Some(format!("timed out after {timeout_seconds} s"));
+                    errors[index] = Some(error);
                 }
             }
         }
@@ -462,7 +480,7 @@ fn write_report(args: &TpchBenchArgs, report: &TpchReport) -> std::io::Result<Pa
     let chart_name = format!("tpch-sf{label}.png");
     let page_name = format!("tpch-sf{label}.md");
     crate::report::write_report(
-        &args.results_dir,
+        &args.setup.results_dir,
         &format!("tpch-sf{label}.json"),
         report,
         &page_name,
@@ -471,13 +489,13 @@ fn write_report(args: &TpchBenchArgs, report: &TpchReport) -> std::io::Result<Pa
                 &peer_python(),
                 "bench/peers/tpch_chart.py",
                 raw,
-                &args.results_dir.join(&chart_name),
+                &args.setup.results_dir.join(&chart_name),
             )
             .then_some(chart_name.as_str());
             markdown(report, raw, chart)
         },
     )?;
-    Ok(args.results_dir.join(page_name))
+    Ok(args.setup.results_dir.join(page_name))
 }
 
 fn seconds_cell(seconds: Option<f64>, error: Option<&String>) -> String {

@@ -9,20 +9,21 @@
 
 use crate::environment::Environment;
 use crate::stats::median;
-use crate::tpch::answers::{batch_rows, difference};
+use crate::tpch::answers::difference;
 use crate::tpch::tables::TABLES;
-use crate::tpch_bench::{cairn_dir, ensure_data, load_cairn, query_texts, scale_label};
+use crate::tpch_bench::{
+    TpchSetup, cairn_dir, ensure_data, load_cairn, query_texts, scale_label, timed_query,
+};
 use cairn_engine::Database;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TpchCacheBenchArgs {
-    /// Scale factor (generated into --work-dir/tpch-sf<X> unless already there).
-    #[arg(long, default_value_t = 1.0)]
-    pub sf: f64,
+    #[command(flatten)]
+    pub setup: TpchSetup,
     /// Rounds, each with an empty cache and two fresh draws of parameters.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -32,12 +33,6 @@ pub struct TpchCacheBenchArgs {
     /// Reuse the Cairn database the TPC-H runner loaded, if there, rather than loading anew.
     #[arg(long)]
     pub reuse_database: bool,
-    #[arg(long, default_value_t = 600.0)]
-    pub timeout_seconds: f64,
-    #[arg(long, default_value = "bench/data")]
-    pub work_dir: PathBuf,
-    #[arg(long, default_value = "bench/results")]
-    pub results_dir: PathBuf,
 }
 
 /// One pass over the 22 queries: seconds and units skipped per query.
@@ -76,10 +71,10 @@ pub async fn run(args: &TpchCacheBenchArgs) -> Result<PathBuf, String> {
         return Err("--repeats must be at least 1".into());
     }
     let environment = Environment::capture();
-    let label = scale_label(args.sf);
-    let data = args.work_dir.join(format!("tpch-sf{label}"));
-    ensure_data(args.sf, &data)?;
-    let dir = cairn_dir(&args.work_dir, args.sf);
+    let label = scale_label(args.setup.sf);
+    let data = args.setup.work_dir.join(format!("tpch-sf{label}"));
+    ensure_data(args.setup.sf, &data)?;
+    let dir = cairn_dir(&args.setup.work_dir, args.setup.sf);
     let db = if args.reuse_database && dir.exists() {
         Database::open(&dir, Default::default()).map_err(|e| e.to_string())?
     } else {
@@ -91,7 +86,7 @@ pub async fn run(args: &TpchCacheBenchArgs) -> Result<PathBuf, String> {
             .dataset(table.name)
             .map_err(|e| format!("{}: {e} (load the data first)", table.name))?;
     }
-    let timeout = Duration::from_secs_f64(args.timeout_seconds);
+    let timeout = Duration::from_secs_f64(args.setup.timeout_seconds);
     let mut rounds = Vec::new();
     for round in 0..args.repeats as u64 {
         let learn_seed = args.seed + 2 * round;
@@ -104,8 +99,8 @@ pub async fn run(args: &TpchCacheBenchArgs) -> Result<PathBuf, String> {
             dataset_cache(&db, table.name)?.clear();
         }
         set_cache(&db, true).await?;
-        let learn = run_pass(&db, &query_texts(args.sf, Some(learn_seed))?, timeout).await?;
-        let fresh_queries = query_texts(args.sf, Some(fresh_seed))?;
+        let learn = run_pass(&db, &query_texts(args.setup.sf, Some(learn_seed))?, timeout).await?;
+        let fresh_queries = query_texts(args.setup.sf, Some(fresh_seed))?;
         set_cache(&db, false).await?;
         let off_before = run_pass(&db, &fresh_queries, timeout).await?;
         set_cache(&db, true).await?;
@@ -161,20 +156,20 @@ pub async fn run(args: &TpchCacheBenchArgs) -> Result<PathBuf, String> {
         .sum();
     let report = CacheReport {
         environment,
-        scale_factor: args.sf,
+        scale_factor: args.setup.sf,
         database_units,
         rounds,
     };
     let page_name = format!("tpch-predicate-cache-sf{label}.md");
     crate::report::write_report(
-        &args.results_dir,
+        &args.setup.results_dir,
         &format!("tpch-predicate-cache-sf{label}.json"),
         &report,
         &page_name,
         |raw| markdown(&report, raw),
     )
     .map_err(|e| format!("writing the report: {e}"))?;
-    Ok(args.results_dir.join(page_name))
+    Ok(args.setup.results_dir.join(page_name))
 }
 
 fn dataset_cache(
@@ -212,14 +207,12 @@ async fn run_pass(db: &Database, queries: &[String], timeout: Duration) -> Resul
     };
     for (index, text) in queries.iter().enumerate() {
         let skipped_before = units_skipped(db);
-        let began = Instant::now();
-        let batches = tokio::time::timeout(timeout, db.sql(text))
+        let (seconds, rows) = timed_query(db, text, timeout)
             .await
-            .map_err(|_| format!("Q{} timed out", index + 1))?
             .map_err(|e| format!("Q{}: {e}", index + 1))?;
-        pass.seconds.push(began.elapsed().as_secs_f64());
+        pass.seconds.push(seconds);
         pass.units_skipped.push(units_skipped(db) - skipped_before);
-        pass.answers.push(batch_rows(&batches)?);
+        pass.answers.push(rows);
     }
     Ok(pass)
 }

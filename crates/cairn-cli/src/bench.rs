@@ -29,28 +29,17 @@ pub enum BenchCommand {
 }
 
 pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
-    match command {
-        BenchCommand::Bigfun(args) => runtime
-            .block_on(bigfun_bench::run(args))
-            .map_err(|e| CliError::Bench(e.to_string())),
-        BenchCommand::Tpch(args) => {
-            let page = runtime
-                .block_on(tpch_bench::run(args))
-                .map_err(CliError::Bench)?;
-            println!("wrote {}", page.display());
-            Ok(())
+    let page = match command {
+        BenchCommand::Bigfun(args) => {
+            return runtime
+                .block_on(bigfun_bench::run(args))
+                .map_err(|e| CliError::Bench(e.to_string()));
         }
-        BenchCommand::TpchScaleup(args) => {
-            let page = tpch_scaleup::run(args).map_err(CliError::Bench)?;
-            println!("wrote {}", page.display());
-            Ok(())
-        }
-        BenchCommand::TpchCache(args) => {
-            let page = runtime
-                .block_on(tpch_cache_bench::run(args))
-                .map_err(CliError::Bench)?;
-            println!("wrote {}", page.display());
-            Ok(())
-        }
+        BenchCommand::Tpch(args) => runtime.block_on(tpch_bench::run(args)),
+        BenchCommand::TpchCache(args) => runtime.block_on(tpch_cache_bench::run(args)),
+        BenchCommand::TpchScaleup(args) => tpch_scaleup::run(args),
     }
+    .map_err(CliError::Bench)?;
+    println!("wrote {}", page.display());
+    Ok(())
 }

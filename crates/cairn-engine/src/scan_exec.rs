@@ -64,11 +64,7 @@ impl DatasetScanExec {
         projection: Option<Vec<usize>>,
         fetch: Option<usize>,
     ) -> Result<Self> {
-        let full_schema = dataset.shape.schema.clone();
-        let schema: SchemaRef = match &projection {
-            Some(columns) => Arc::new(full_schema.project(columns)?),
-            None => full_schema.clone(),
-        };
+        let schema = projected_schema(&dataset, projection.as_ref())?;
         let (statistics, partition_statistics) = match &access {
             Access::Full { .. } | Access::Index(_) | Access::Ordered { .. } => {
                 let summaries = (0..dataset.partitions.len())
@@ -251,6 +247,18 @@ impl DatasetScanExec {
         }
         builder.build()
     }
+}
+
+/// The dataset's schema narrowed to `projection` (all of it without one).
+pub(crate) fn projected_schema(
+    dataset: &Dataset,
+    projection: Option<&Vec<usize>>,
+) -> Result<SchemaRef> {
+    let full_schema = &dataset.shape.schema;
+    Ok(match projection {
+        Some(columns) => Arc::new(full_schema.project(columns)?),
+        None => full_schema.clone(),
+    })
 }
 
 /// A partition summary as DataFusion statistics over the full dataset schema. Columns without

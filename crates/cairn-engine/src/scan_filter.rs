@@ -100,7 +100,7 @@ impl RowFilter for PhysicalFilter {
 }
 
 /// The conjunction of `filters` in the predicate cache's form; `None` when it has no atoms.
-pub(crate) fn cache_predicate(dataset: &Dataset, filters: &[Expr]) -> Option<Predicate> {
+fn cache_predicate(dataset: &Dataset, filters: &[Expr]) -> Option<Predicate> {
     let mut atoms = Vec::new();
     for filter in filters {
         collect_atoms(dataset, filter, &mut atoms);
@@ -122,23 +122,32 @@ fn collect_atoms(dataset: &Dataset, expr: &Expr, atoms: &mut Vec<Atom>) {
     atoms.push(atom(dataset, expr).unwrap_or_else(|| Atom::Other(unqualified_text(expr))));
 }
 
+fn bound(value: Value, inclusive: bool) -> Option<RangeBound> {
+    Some(RangeBound { value, inclusive })
+}
+
+/// The range `field op literal` states on a declared field (see [`comparison`]).
+pub(crate) fn comparison_range(dataset: &Dataset, expr: &Expr) -> Option<Atom> {
+    let (column, op, value) = comparison(dataset, expr)?;
+    let (lower, upper) = match op {
+        Operator::Eq => (bound(value.clone(), true), bound(value, true)),
+        Operator::Lt => (None, bound(value, false)),
+        Operator::LtEq => (None, bound(value, true)),
+        Operator::Gt => (bound(value, false), None),
+        Operator::GtEq => (bound(value, true), None),
+        _ => return None,
+    };
+    Some(Atom::Range {
+        column,
+        lower,
+        upper,
+    })
+}
+
 /// The range or list an expression states on a declared field, if it states one.
 fn atom(dataset: &Dataset, expr: &Expr) -> Option<Atom> {
-    let bound = |value: Value, inclusive| Some(RangeBound { value, inclusive });
-    if let Some((column, op, value)) = comparison(dataset, expr) {
-        let (lower, upper) = match op {
-            Operator::Eq => (bound(value.clone(), true), bound(value, true)),
-            Operator::Lt => (None, bound(value, false)),
-            Operator::LtEq => (None, bound(value, true)),
-            Operator::Gt => (bound(value, false), None),
-            Operator::GtEq => (bound(value, true), None),
-            _ => return None,
-        };
-        return Some(Atom::Range {
-            column,
-            lower,
-            upper,
-        });
+    if let Some(range) = comparison_range(dataset, expr) {
+        return Some(range);
     }
     let literal = |column: &str, expr: &Expr| match expr {
         Expr::Literal(literal, _) => literal_value(

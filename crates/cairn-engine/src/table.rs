@@ -5,12 +5,13 @@
 
 use crate::access_path::{Access, AccessOverride, CairnOptions, choose};
 use crate::dml::DatasetSink;
-use crate::scan_exec::{DatasetScanExec, to_statistics};
-use crate::scan_filter::{scan_can_evaluate, scan_filter};
+use crate::scan_exec::{DatasetScanExec, projected_schema, to_statistics};
+use crate::scan_filter::{comparison_range, scan_can_evaluate, scan_filter};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
+use cairn_storage::predicate_cache::Atom;
 use cairn_storage::secondary_index::field_type;
 use cairn_storage::{ColumnRange, Storage};
 use datafusion::catalog::Session;
@@ -113,20 +114,20 @@ impl DatasetTable {
     /// The ranges the filters imply on fields (dotted paths for nested ones): for choosing an
     /// index, and, on top-level fields, for row-group pruning.
     fn ranges(&self, filters: &[Expr]) -> Vec<ColumnRange> {
+        // Pruning ranges are inclusive: a strict bound only prunes less.
         filters
             .iter()
-            .filter_map(|f| comparison(&self.dataset, f))
-            .map(|(column, op, value)| {
-                let (lower, upper) = match op {
-                    Operator::Eq => (Some(value.clone()), Some(value)),
-                    Operator::Lt | Operator::LtEq => (None, Some(value)),
-                    _ => (Some(value), None),
-                };
-                ColumnRange {
+            .filter_map(|f| match comparison_range(&self.dataset, f)? {
+                Atom::Range {
                     column,
                     lower,
                     upper,
-                }
+                } => Some(ColumnRange {
+                    column,
+                    lower: lower.map(|b| b.value),
+                    upper: upper.map(|b| b.value),
+                }),
+                _ => None,
             })
             .collect()
     }
@@ -173,7 +174,7 @@ impl TableProvider for DatasetTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if comparison(&self.dataset, f).is_some() || scan_can_evaluate(f) {
+                if scan_can_evaluate(f) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
@@ -208,11 +209,7 @@ impl TableProvider for DatasetTable {
             .map_err(storage_error)?,
         };
         if let Access::Full { request, .. } = &mut access {
-            let full_schema = &self.dataset.shape.schema;
-            let schema = match projection {
-                Some(columns) => Arc::new(full_schema.project(columns)?),
-                None => full_schema.clone(),
-            };
+            let schema = projected_schema(&self.dataset, projection)?;
             request.filter = scan_filter(state, &self.dataset, &schema, filters, use_cache);
         }
         Ok(Arc::new(DatasetScanExec::try_new(

@@ -318,14 +318,10 @@ impl DatasetType {
     /// fields' values.
     pub fn partition_of(&self, key: &Key, partition_count: u32) -> u32 {
         if self.partition_positions.is_empty() {
-            return key.partition(partition_count);
+            key.partition(partition_count)
+        } else {
+            key.partition_by(&self.partition_positions, partition_count)
         }
-        Key(self
-            .partition_positions
-            .iter()
-            .map(|&position| key.0[position].clone())
-            .collect())
-        .partition(partition_count)
     }
 
     /// Positions of the key fields within the record's declared fields.

@@ -172,40 +172,7 @@ impl Key {
     /// on-disk format (partition membership is persisted), so it must never change: FNV-1a over
     /// a tagged encoding of each component, then the murmur3 finalizer to spread low bits.
     pub fn partition_hash(&self) -> u64 {
-        const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-        const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-        let mut hash = FNV_OFFSET;
-        let mut feed = |bytes: &[u8]| {
-            for &b in bytes {
-                hash ^= b as u64;
-                hash = hash.wrapping_mul(FNV_PRIME);
-            }
-        };
-        for part in &self.0 {
-            match part {
-                KeyValue::Int(i) => {
-                    feed(&[0]);
-                    feed(&i.to_le_bytes());
-                }
-                KeyValue::Str(s) => {
-                    feed(&[1]);
-                    feed(&(s.len() as u64).to_le_bytes());
-                    feed(s.as_bytes());
-                }
-                KeyValue::Bytes(b) => {
-                    feed(&[2]);
-                    feed(&(b.len() as u64).to_le_bytes());
-                    feed(b);
-                }
-            }
-        }
-        let mut h = hash;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^= h >> 33;
-        h
+        parts_hash(&self.0)
     }
 
     /// The partition (of `partition_count`) that owns this key.
@@ -213,6 +180,51 @@ impl Key {
         debug_assert!(partition_count > 0);
         (self.partition_hash() % partition_count as u64) as u32
     }
+
+    /// The partition (of `partition_count`) chosen by the key's fields at `positions` alone
+    /// (a partitioning key narrower than the primary key), hashed as a key of those fields.
+    pub fn partition_by(&self, positions: &[usize], partition_count: u32) -> u32 {
+        debug_assert!(partition_count > 0);
+        (parts_hash(positions.iter().map(|&p| &self.0[p])) % partition_count as u64) as u32
+    }
+}
+
+/// [`Key::partition_hash`] of a key made of `parts`.
+fn parts_hash<'a>(parts: impl IntoIterator<Item = &'a KeyValue>) -> u64 {
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = FNV_OFFSET;
+    let mut feed = |bytes: &[u8]| {
+        for &b in bytes {
+            hash ^= b as u64;
+            hash = hash.wrapping_mul(FNV_PRIME);
+        }
+    };
+    for part in parts {
+        match part {
+            KeyValue::Int(i) => {
+                feed(&[0]);
+                feed(&i.to_le_bytes());
+            }
+            KeyValue::Str(s) => {
+                feed(&[1]);
+                feed(&(s.len() as u64).to_le_bytes());
+                feed(s.as_bytes());
+            }
+            KeyValue::Bytes(b) => {
+                feed(&[2]);
+                feed(&(b.len() as u64).to_le_bytes());
+                feed(b);
+            }
+        }
+    }
+    let mut h = hash;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
 }
 
 impl fmt::Display for Key {

@@ -642,11 +642,7 @@ impl Storage {
         for chunk in parsed {
             let batch_index = batches.len();
             for (row, origin) in chunk.origins.into_iter().enumerate() {
-                let target = &mut partitions[dataset
-                    .shape
-                    .dataset_type
-                    .partition_of(&origin.key, partition_count as u32)
-                    as usize];
+                let target = &mut partitions[dataset.partition_of(&origin.key) as usize];
                 target.rows.push((batch_index, row));
                 target.origins.push(origin);
             }

@@ -529,15 +529,8 @@ impl Dataset {
         };
         self.ensure_index_files(&manifest.indexes)?;
         write_manifest(&self.dir, &manifest)?;
-        // Synced again because a scan may have learned from a deletion written since the sync
-        // above; a saved unit must not outlive the deletion that emptied it. A cache that
-        // cannot be saved costs only skipping: not a reason to fail the manifest.
-        if self.predicate_cache.is_dirty()
-            && let Err(e) = wal.sync_all().and_then(|_| {
-                self.predicate_cache
-                    .save(&self.dir, &manifest_fingerprints(&manifest))
-            })
-        {
+        // A cache that cannot be saved costs only skipping: not a reason to fail the manifest.
+        if let Err(e) = self.save_predicate_cache(wal) {
             tracing::warn!(dataset = self.name(), error = %e, "predicate cache not saved");
         }
         for capture in captured {
@@ -563,9 +556,15 @@ impl Dataset {
         Ok(())
     }
 
-    /// Saves the predicate cache for the components live now (at close; flushes and merges
-    /// save it with each manifest).
-    pub fn save_predicate_cache(&self) -> Result<()> {
+    /// Saves the predicate cache, if it learned anything, for the components live now (with
+    /// each manifest, and at close). The WAL is synced first: a scan may have learned from a
+    /// deletion whose frame was not yet durable, and a saved unit must never outlive the
+    /// deletion that emptied it.
+    pub fn save_predicate_cache(&self, wal: &Wal) -> Result<()> {
+        if !self.predicate_cache.is_dirty() {
+            return Ok(());
+        }
+        wal.sync_all()?;
         let mut live = HashMap::new();
         for partition in &self.partitions {
             for slot in &partition.state.read().slots {

@@ -5,7 +5,7 @@
 //! `cairn-manifest 1 <crc32c of the body, 8 hex digits>`, then the body, a JSON document
 //! ([`Manifest`]). Readers reject a file whose checksum does not match.
 
-use crate::durable_file::replace_file;
+use crate::durable_file::{checked_body, replace_checked_file};
 use crate::error::{Result, StorageError};
 use crate::secondary_index::IndexDefinition;
 use cairn_model::DatasetType;
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST_FILE: &str = "MANIFEST";
-const HEADER_PREFIX: &str = "cairn-manifest 1 ";
+const HEADER: &str = "cairn-manifest 1";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -60,28 +60,14 @@ pub fn write_manifest(dataset_dir: &Path, manifest: &Manifest) -> Result<()> {
             dataset: manifest.name.clone(),
             message: format!("cannot serialize manifest: {e}"),
         })?;
-    let header = format!("{HEADER_PREFIX}{:08x}\n", crc32c::crc32c(&body));
-    replace_file(dataset_dir, MANIFEST_FILE, &[header.as_bytes(), &body])
+    replace_checked_file(dataset_dir, MANIFEST_FILE, HEADER, &body)
 }
 
 /// Reads and checks a manifest; any damage is an error naming the file.
 pub fn read_manifest(dataset_dir: &Path) -> Result<Manifest> {
     let path = manifest_path(dataset_dir);
     let data = std::fs::read(&path).map_err(|e| StorageError::io(&path, e))?;
-    let newline = data
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or_else(|| StorageError::corrupt(&path, "missing header line"))?;
-    let header = std::str::from_utf8(&data[..newline])
-        .ok()
-        .and_then(|h| h.strip_prefix(HEADER_PREFIX))
-        .ok_or_else(|| StorageError::corrupt(&path, "not a Cairn manifest (bad header)"))?;
-    let expected = u32::from_str_radix(header.trim(), 16)
-        .map_err(|_| StorageError::corrupt(&path, "bad checksum in header"))?;
-    let body = &data[newline + 1..];
-    if crc32c::crc32c(body) != expected {
-        return Err(StorageError::corrupt(&path, "checksum mismatch"));
-    }
+    let body = checked_body(&data, HEADER).map_err(|why| StorageError::corrupt(&path, why))?;
     let manifest: Manifest = serde_json::from_slice(body)
         .map_err(|e| StorageError::corrupt(&path, format!("undecodable body: {e}")))?;
     let dataset_type = manifest

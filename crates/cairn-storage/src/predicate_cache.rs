@@ -12,7 +12,7 @@
 //! then the body: a JSON document ([`StoredCache`]) with each predicate's units as the
 //! portable serialization of a roaring bitmap, hex encoded.
 
-use crate::durable_file::replace_file;
+use crate::durable_file::{checked_body, replace_checked_file};
 use crate::error::{Result, StorageError};
 use crate::scan::compare_values;
 use cairn_model::Value;
@@ -30,13 +30,16 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 pub const SKIP_UNIT_ROWS: u64 = 1024;
 
 pub const PREDICATE_CACHE_FILE: &str = "PREDICATE_CACHE";
-const HEADER_PREFIX: &str = "cairn-predicate-cache 1 ";
+const HEADER: &str = "cairn-predicate-cache 1";
 
 /// Bits of a unit id given to the unit's row group and to the slice within it; the component
 /// id takes the rest. A component beyond these limits is simply not cached.
 const SLICE_BITS: u32 = 12;
 const ROW_GROUP_BITS: u32 = 20;
 const COMPONENT_SHIFT: u32 = SLICE_BITS + ROW_GROUP_BITS;
+// A treemap keeps one bitmap per high 32 bits: with the component id there, each component's
+// units are one bitmap, dropped whole when the component goes.
+const _: () = assert!(COMPONENT_SHIFT == 32);
 
 /// The id of a unit (`slice` counts units from the start of the row group), if it fits.
 pub fn unit_id(component_id: u64, row_group: usize, slice: u64) -> Option<u64> {
@@ -44,10 +47,6 @@ pub fn unit_id(component_id: u64, row_group: usize, slice: u64) -> Option<u64> {
         && (row_group as u64) < (1 << ROW_GROUP_BITS)
         && slice < (1 << SLICE_BITS);
     fits.then_some(component_id << COMPONENT_SHIFT | (row_group as u64) << SLICE_BITS | slice)
-}
-
-fn component_of(unit: u64) -> u64 {
-    unit >> COMPONENT_SHIFT
 }
 
 /// One side of a range: the value and whether it is included.
@@ -130,10 +129,6 @@ impl Predicate {
             .collect::<Vec<_>>()
             .join(" AND ");
         Some(Predicate { atoms, text })
-    }
-
-    pub fn atoms(&self) -> &[Atom] {
-        &self.atoms
     }
 
     /// Whether every row satisfying `self` satisfies `other`: each atom of `other` follows
@@ -316,9 +311,14 @@ impl Entry {
 struct CacheState {
     entries: Vec<Entry>,
     clock: u64,
-    bytes: usize,
     /// Recorded since the last save.
     dirty: bool,
+}
+
+impl CacheState {
+    fn bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.bytes).sum()
+    }
 }
 
 /// One dataset's predicate cache.
@@ -363,7 +363,6 @@ impl PredicateCache {
         let mut state = self.state.lock();
         state.dirty = !state.entries.is_empty() || state.dirty;
         state.entries.clear();
-        state.bytes = 0;
     }
 
     pub fn enabled(&self) -> bool {
@@ -414,24 +413,21 @@ impl PredicateCache {
             }
         };
         let entry = &mut state.entries[position];
-        let before = entry.bytes;
         entry.units |= units;
         entry.last_used = now;
         entry.measure();
-        let after = entry.bytes;
-        state.bytes = state.bytes + after - before;
         state.dirty = true;
         self.evict(&mut state);
     }
 
     /// Drops least recently used predicates until the cache is within its budget.
     fn evict(&self, state: &mut CacheState) {
-        while state.bytes > self.budget_bytes && !state.entries.is_empty() {
-            let oldest = (0..state.entries.len())
-                .min_by_key(|&i| state.entries[i].last_used)
-                .expect("entries is not empty");
-            let entry = state.entries.swap_remove(oldest);
-            state.bytes -= entry.bytes;
+        while state.bytes() > self.budget_bytes {
+            let Some(oldest) = (0..state.entries.len()).min_by_key(|&i| state.entries[i].last_used)
+            else {
+                break;
+            };
+            state.entries.swap_remove(oldest);
         }
     }
 
@@ -439,20 +435,16 @@ impl PredicateCache {
     pub fn retain_components(&self, live: &HashMap<u64, ComponentFingerprint>) {
         let mut state = self.state.lock();
         for entry in state.entries.iter_mut() {
-            let dead: Vec<u64> = components_in(&entry.units)
-                .into_iter()
-                .filter(|c| !live.contains_key(c))
-                .collect();
-            for component in dead {
-                let start = component << COMPONENT_SHIFT;
+            entry.units = RoaringTreemap::from_bitmaps(
                 entry
                     .units
-                    .remove_range(start..start + (1 << COMPONENT_SHIFT));
-            }
+                    .bitmaps()
+                    .filter(|(component, _)| live.contains_key(&u64::from(*component)))
+                    .map(|(component, units)| (component, units.clone())),
+            );
             entry.measure();
         }
         state.entries.retain(|e| !e.units.is_empty());
-        state.bytes = state.entries.iter().map(|e| e.bytes).sum();
     }
 
     pub fn figures(&self) -> CacheFigures {
@@ -460,7 +452,7 @@ impl PredicateCache {
         CacheFigures {
             predicates: state.entries.len(),
             units: state.entries.iter().map(|e| e.units.len()).sum(),
-            bytes: state.bytes,
+            bytes: state.bytes(),
         }
     }
 
@@ -504,8 +496,7 @@ impl PredicateCache {
             path: dir.join(PREDICATE_CACHE_FILE),
             source: std::io::Error::other(e),
         })?;
-        let header = format!("{HEADER_PREFIX}{:08x}\n", crc32c::crc32c(&body));
-        replace_file(dir, PREDICATE_CACHE_FILE, &[header.as_bytes(), &body])
+        replace_checked_file(dir, PREDICATE_CACHE_FILE, HEADER, &body)
     }
 
     /// Loads the cache saved in `dir`, keeping units of components still `live` with the same
@@ -563,17 +554,6 @@ impl PredicateCache {
 pub struct ComponentFingerprint {
     pub rows: u64,
     pub bytes: u64,
-}
-
-fn components_in(units: &RoaringTreemap) -> Vec<u64> {
-    let mut components = Vec::new();
-    for unit in units.iter() {
-        let component = component_of(unit);
-        if components.last() != Some(&component) {
-            components.push(component);
-        }
-    }
-    components
 }
 
 #[derive(Serialize, Deserialize)]
@@ -702,20 +682,7 @@ impl From<StoredAtom> for Atom {
 }
 
 fn parse_stored(bytes: &[u8]) -> std::result::Result<StoredCache, String> {
-    let newline = bytes
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or("no header line")?;
-    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
-    let checksum = header
-        .strip_prefix(HEADER_PREFIX)
-        .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-        .ok_or_else(|| format!("unexpected header `{header}`"))?;
-    let body = &bytes[newline + 1..];
-    if crc32c::crc32c(body) != checksum {
-        return Err("checksum mismatch".to_string());
-    }
-    serde_json::from_slice(body).map_err(|e| e.to_string())
+    serde_json::from_slice(checked_body(bytes, HEADER)?).map_err(|e| e.to_string())
 }
 
 fn hex(bytes: &[u8]) -> String {

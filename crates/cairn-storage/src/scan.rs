@@ -339,11 +339,14 @@ impl PartitionScan {
             return Ok(out);
         }
         let slices = rows.div_ceil(SKIP_UNIT_ROWS);
-        let unit_ids: Option<Vec<u64>> = (0..slices)
-            .map(|slice| unit_id(component.id, row_group, slice))
-            .collect();
         let caching = self.filter.as_ref().is_some_and(|f| f.predicate.is_some());
-        let unit_ids = unit_ids.filter(|_| caching);
+        let unit_ids: Option<Vec<u64>> = if caching {
+            (0..slices)
+                .map(|slice| unit_id(component.id, row_group, slice))
+                .collect()
+        } else {
+            None
+        };
         let skipped: Vec<bool> = match &unit_ids {
             Some(ids) => ids.iter().map(|id| self.skippable.contains(*id)).collect(),
             None => vec![false; slices as usize],
@@ -353,52 +356,19 @@ impl PartitionScan {
         if skipped_count == slices {
             return Ok(Vec::new());
         }
-        // The rows read, as (offset in the row group, rows) runs.
-        let mut runs: VecDeque<(u64, u64)> = VecDeque::new();
-        for (slice, &skip) in skipped.iter().enumerate() {
-            let start = slice as u64 * SKIP_UNIT_ROWS;
-            let length = SKIP_UNIT_ROWS.min(rows - start);
-            match runs.back_mut() {
-                _ if skip => {}
-                Some((run_start, run_rows)) if *run_start + *run_rows == start => {
-                    *run_rows += length
-                }
-                _ => runs.push_back((start, length)),
-            }
-        }
-        let selection = (skipped_count > 0).then(|| {
-            let mut selectors = Vec::new();
-            let mut position = 0;
-            for &(start, length) in &runs {
-                if start > position {
-                    selectors.push(RowSelector::skip((start - position) as usize));
-                }
-                selectors.push(RowSelector::select(length as usize));
-                position = start + length;
-            }
-            RowSelection::from(selectors)
-        });
+        let mut runs = read_runs(&skipped, rows);
+        let selection = (skipped_count > 0).then(|| row_selection(&runs));
         let batches = component.scan_row_group(row_group, self.projection.as_deref(), selection)?;
         let mut matched = vec![false; slices as usize];
         let mut out = Vec::with_capacity(batches.len());
         for batch in batches {
             // Each row's offset in the row group, to find its deletion mark and its unit.
-            let mut offsets: Vec<u64> = Vec::with_capacity(batch.num_rows());
-            while offsets.len() < batch.num_rows() {
-                let Some((start, length)) = runs.front_mut() else {
-                    return Err(StorageError::corrupt(
-                        &component.path,
-                        format!("row group {row_group} returned more rows than selected"),
-                    ));
-                };
-                let take = (*length).min((batch.num_rows() - offsets.len()) as u64);
-                offsets.extend(*start..*start + take);
-                *start += take;
-                *length -= take;
-                if *length == 0 {
-                    runs.pop_front();
-                }
-            }
+            let offsets = take_offsets(&mut runs, batch.num_rows()).ok_or_else(|| {
+                StorageError::corrupt(
+                    &component.path,
+                    format!("row group {row_group} returned more rows than selected"),
+                )
+            })?;
             let (batch, offsets) = if deleted.is_empty() {
                 (batch, offsets)
             } else {
@@ -436,6 +406,52 @@ impl PartitionScan {
         }
         Ok(out)
     }
+}
+
+/// The rows of a row group of `rows` rows left once the `skipped` units are left out, as
+/// (offset in the row group, rows) runs.
+fn read_runs(skipped: &[bool], rows: u64) -> VecDeque<(u64, u64)> {
+    let mut runs: VecDeque<(u64, u64)> = VecDeque::new();
+    for (slice, _) in skipped.iter().enumerate().filter(|(_, skip)| !**skip) {
+        let start = slice as u64 * SKIP_UNIT_ROWS;
+        let length = SKIP_UNIT_ROWS.min(rows - start);
+        match runs.back_mut() {
+            Some((run_start, run_rows)) if *run_start + *run_rows == start => *run_rows += length,
+            _ => runs.push_back((start, length)),
+        }
+    }
+    runs
+}
+
+/// The Parquet row selection that reads exactly `runs`.
+fn row_selection(runs: &VecDeque<(u64, u64)>) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut position = 0;
+    for &(start, length) in runs {
+        if start > position {
+            selectors.push(RowSelector::skip((start - position) as usize));
+        }
+        selectors.push(RowSelector::select(length as usize));
+        position = start + length;
+    }
+    RowSelection::from(selectors)
+}
+
+/// The row-group offsets of the next `rows` rows read, consumed from `runs`; `None` if the
+/// runs hold fewer.
+fn take_offsets(runs: &mut VecDeque<(u64, u64)>, rows: usize) -> Option<Vec<u64>> {
+    let mut offsets = Vec::with_capacity(rows);
+    while offsets.len() < rows {
+        let (start, length) = runs.front_mut()?;
+        let take = (*length).min((rows - offsets.len()) as u64);
+        offsets.extend(*start..*start + take);
+        *start += take;
+        *length -= take;
+        if *length == 0 {
+            runs.pop_front();
+        }
+    }
+    Some(offsets)
 }
 
 impl Iterator for PartitionScan {

@@ -505,20 +505,9 @@ impl Storage {
 
     /// Saves what scans taught each dataset's predicate cache since its last save. A cache
     /// that cannot be saved is only a loss of skipping, so it is logged, not returned.
-    ///
-    /// The WAL is made durable first: a scan may have learned from a deletion whose frame was
-    /// not yet synced, and a saved unit must never outlive the deletion that emptied it.
     fn save_predicate_caches(&self) {
-        let datasets = self.inner.datasets.read();
-        if !datasets.values().any(|d| d.predicate_cache.is_dirty()) {
-            return;
-        }
-        if let Err(e) = self.inner.wal.sync_all() {
-            tracing::warn!(error = %e, "WAL not synced; predicate caches not saved");
-            return;
-        }
-        for dataset in datasets.values() {
-            if let Err(e) = dataset.save_predicate_cache() {
+        for dataset in self.inner.datasets.read().values() {
+            if let Err(e) = dataset.save_predicate_cache(&self.inner.wal) {
                 tracing::warn!(dataset = dataset.name(), error = %e, "predicate cache not saved");
             }
         }
