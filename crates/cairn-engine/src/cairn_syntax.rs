@@ -92,6 +92,33 @@ pub enum CairnStatement {
     Analyze {
         dataset: String,
     },
+    /// `CREATE FEED [IF NOT EXISTS] f WITH (name = value, ...)`.
+    CreateFeed {
+        name: String,
+        if_not_exists: bool,
+        options: Vec<(String, String)>,
+    },
+    /// `CONNECT FEED f TO DATASET d`.
+    ConnectFeed {
+        name: String,
+        dataset: String,
+    },
+    /// `DISCONNECT FEED f FROM DATASET d`.
+    DisconnectFeed {
+        name: String,
+        dataset: String,
+    },
+    StartFeed {
+        name: String,
+    },
+    StopFeed {
+        name: String,
+    },
+    DropFeed {
+        name: String,
+        if_exists: bool,
+    },
+    ShowFeeds,
     /// A statement DataFusion plans once rewritten (`UPSERT` → `INSERT OR REPLACE`).
     Rewritten(String),
 }
@@ -403,6 +430,65 @@ pub fn parse_cairn_statement(statement: &ScriptStatement<'_>) -> Result<Option<C
             lexer.expect_end()?;
             CairnStatement::Analyze { dataset }
         }
+        ("CREATE", "FEED") => {
+            lexer.next()?;
+            let if_not_exists = lexer.if_not_exists()?;
+            let name = lexer.identifier("a feed name")?;
+            lexer.expect_keyword("WITH")?;
+            let options = option_list(&mut lexer)?;
+            lexer.expect_end()?;
+            CairnStatement::CreateFeed {
+                name,
+                if_not_exists,
+                options,
+            }
+        }
+        ("CONNECT", "FEED") | ("DISCONNECT", "FEED") => {
+            lexer.next()?;
+            let name = lexer.identifier("a feed name")?;
+            lexer.expect_keyword(if first == "CONNECT" { "TO" } else { "FROM" })?;
+            if !lexer.eat_keyword("DATASET")? {
+                lexer.eat_keyword("TABLE")?;
+            }
+            let dataset = lexer.identifier("a dataset name")?;
+            if let Some((Token::Word(w), offset)) = lexer.peek()?
+                && w.eq_ignore_ascii_case("APPLY")
+            {
+                return Err(lexer.error_at(
+                    offset,
+                    "APPLY FUNCTION is not supported: a feed upserts records as they arrive; \
+                     transform them with an UPDATE or INSERT ... SELECT afterwards",
+                ));
+            }
+            lexer.expect_end()?;
+            if first == "CONNECT" {
+                CairnStatement::ConnectFeed { name, dataset }
+            } else {
+                CairnStatement::DisconnectFeed { name, dataset }
+            }
+        }
+        ("START", "FEED") | ("STOP", "FEED") => {
+            lexer.next()?;
+            let name = lexer.identifier("a feed name")?;
+            lexer.expect_end()?;
+            if first == "START" {
+                CairnStatement::StartFeed { name }
+            } else {
+                CairnStatement::StopFeed { name }
+            }
+        }
+        ("DROP", "FEED") => {
+            lexer.next()?;
+            let if_exists = lexer.if_exists()?;
+            let name = lexer.identifier("a feed name")?;
+            lexer.expect_end()?;
+            CairnStatement::DropFeed { name, if_exists }
+        }
+        ("SHOW", "FEEDS") => {
+            lexer.next()?;
+            lexer.expect_end()?;
+            CairnStatement::ShowFeeds
+        }
         ("SHOW", "INDEXES") => {
             lexer.next()?;
             let dataset = if lexer.eat_keyword("ON")? {
@@ -469,6 +555,28 @@ pub fn parse_cairn_statement(statement: &ScriptStatement<'_>) -> Result<Option<C
         _ => return Ok(None),
     };
     Ok(Some(parsed))
+}
+
+/// `(name = value, ...)`: values are quoted strings, numbers or bare words, kept as text for
+/// the statement to check.
+fn option_list(lexer: &mut Lexer<'_>) -> Result<Vec<(String, String)>> {
+    lexer.expect_punct('(')?;
+    let mut options = Vec::new();
+    loop {
+        let name = lexer.identifier("an option name")?;
+        lexer.expect_punct('=')?;
+        let value = lexer.next()?;
+        let value = match value {
+            Some((Token::Str(v) | Token::Number(v) | Token::Word(v), _)) => v,
+            other => return Err(lexer.unexpected(&other, "an option value")),
+        };
+        options.push((name, value));
+        if !lexer.eat_punct(',')? {
+            break;
+        }
+    }
+    lexer.expect_punct(')')?;
+    Ok(options)
 }
 
 /// `name(Type) PRIMARY KEY f[, g] [WITH (partitions = n)]`, after `CREATE DATASET`.

@@ -2,9 +2,8 @@
 //! replaced atomically on every change. Datasets themselves live in the storage manifests.
 
 use crate::error::{EngineError, Result};
+use crate::json_file::{read_json_file, write_json_file};
 use cairn_model::RecordType;
-use cairn_storage::StorageError;
-use cairn_storage::durable_file::replace_file;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,21 +28,12 @@ pub struct Catalog {
 impl Catalog {
     /// Loads the catalog of the database in `dir` (empty if none was written yet).
     pub fn open(dir: &Path) -> Result<Catalog> {
-        let path = dir.join(CATALOG_FILE);
-        let file = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<CatalogFile>(&bytes).map_err(|e| {
-                StorageError::corrupt(&path, format!("catalog is not valid JSON: {e}"))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogFile::default(),
-            Err(e) => return Err(StorageError::io(&path, e).into()),
-        };
-        if file.version > CATALOG_VERSION {
-            return Err(EngineError::Invalid(format!(
-                "{} has catalog version {}, newer than this Cairn understands ({CATALOG_VERSION})",
-                path.display(),
-                file.version
-            )));
-        }
+        let file: CatalogFile = read_json_file(
+            dir,
+            CATALOG_FILE,
+            |file: &CatalogFile| file.version,
+            CATALOG_VERSION,
+        )?;
         Ok(Catalog {
             dir: dir.to_path_buf(),
             types: RwLock::new(file.types),
@@ -101,9 +91,6 @@ impl Catalog {
             version: CATALOG_VERSION,
             types: types.clone(),
         };
-        let body = serde_json::to_vec_pretty(&file)
-            .map_err(|e| EngineError::Runtime(format!("cannot serialize the catalog: {e}")))?;
-        replace_file(&self.dir, CATALOG_FILE, &[&body])?;
-        Ok(())
+        write_json_file(&self.dir, CATALOG_FILE, &file)
     }
 }

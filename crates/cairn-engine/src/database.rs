@@ -3,6 +3,7 @@
 
 use crate::catalog::Catalog;
 use crate::error::{EngineError, Result};
+use crate::feed::Feeds;
 use crate::prepared::PlanCache;
 use crate::table::DatasetTable;
 use cairn_model::DatasetType;
@@ -19,6 +20,7 @@ pub struct Database {
     pub(crate) catalog: Catalog,
     pub(crate) context: SessionContext,
     pub(crate) plan_cache: PlanCache,
+    pub(crate) feeds: Feeds,
     /// Bumped by every change to datasets or types, so cached plans made before it are replanned.
     catalog_version: AtomicU64,
 }
@@ -28,6 +30,7 @@ impl Database {
     pub fn open(dir: impl AsRef<Path>, options: StorageOptions) -> Result<Database> {
         let storage = Arc::new(Storage::open(dir.as_ref(), options)?);
         let catalog = Catalog::open(dir.as_ref())?;
+        let feeds = Feeds::open(dir.as_ref())?;
         let config = SessionConfig::new()
             .with_information_schema(true)
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
@@ -48,6 +51,7 @@ impl Database {
             catalog,
             context,
             plan_cache: PlanCache::default(),
+            feeds,
             catalog_version: AtomicU64::new(0),
         };
         for name in database.storage.dataset_names() {
@@ -88,6 +92,16 @@ impl Database {
         &self.context
     }
 
+    pub fn feeds(&self) -> &Feeds {
+        &self.feeds
+    }
+
+    /// Starts the feeds that were running when the database was last closed (a server calls
+    /// this once it is up); returns their names.
+    pub async fn resume_feeds(&self) -> Vec<String> {
+        self.feeds.resume(&self.storage).await
+    }
+
     /// Creates a dataset and makes it queryable. Returns false when it exists and
     /// `if_not_exists` is set.
     pub fn create_dataset_if(
@@ -124,8 +138,14 @@ impl Database {
             .map(|_| ())
     }
 
-    /// Drops a dataset and its table.
+    /// Drops a dataset and its table; refused while a feed is connected to it.
     pub fn drop_dataset(&self, name: &str) -> Result<()> {
+        let feeds = self.feeds.connected_to(name);
+        if let Some(feed) = feeds.first() {
+            return Err(EngineError::Invalid(format!(
+                "feed {feed} is connected to dataset {name}; DROP FEED {feed} (or DISCONNECT FEED {feed} FROM DATASET {name}) first"
+            )));
+        }
         self.storage.drop_dataset(name)?;
         self.context.deregister_table(TableReference::bare(name))?;
         self.catalog_changed();

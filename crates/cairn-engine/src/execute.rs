@@ -311,6 +311,42 @@ impl Database {
                 paths,
                 format,
             } => self.copy_from(&dataset, paths, format).await?,
+            CairnStatement::CreateFeed {
+                name,
+                if_not_exists,
+                options,
+            } => {
+                let options = crate::feed::FeedOptions::parse(&name, &options)?;
+                let created = self.feeds.create(&name, options, if_not_exists)?;
+                done(created, format!("created feed {name}"), &name)
+            }
+            CairnStatement::ConnectFeed { name, dataset } => {
+                self.storage
+                    .dataset(&dataset)
+                    .map_err(|_| EngineError::UnknownDataset(dataset.clone()))?;
+                self.feeds.connect(&name, &dataset)?;
+                StatementOutcome::Done(format!("connected feed {name} to dataset {dataset}"))
+            }
+            CairnStatement::DisconnectFeed { name, dataset } => {
+                self.feeds.disconnect(&name, &dataset)?;
+                StatementOutcome::Done(format!("disconnected feed {name} from dataset {dataset}"))
+            }
+            CairnStatement::StartFeed { name } => {
+                let address = self.feeds.start(&name, &self.storage).await?;
+                StatementOutcome::Done(format!("started feed {name} on {address}"))
+            }
+            CairnStatement::StopFeed { name } => {
+                self.feeds.stop(&name).await?;
+                StatementOutcome::Done(format!("stopped feed {name}"))
+            }
+            CairnStatement::DropFeed { name, if_exists } => {
+                if self.feeds.drop_feed(&name, if_exists).await? {
+                    StatementOutcome::Done(format!("dropped feed {name}"))
+                } else {
+                    StatementOutcome::Done(format!("no feed {name}"))
+                }
+            }
+            CairnStatement::ShowFeeds => rows(self.feeds.show(self.storage.dir())?),
             CairnStatement::Rewritten(_) => {
                 return Err(EngineError::Runtime(
                     "a rewritten statement reached the Cairn executor".to_string(),

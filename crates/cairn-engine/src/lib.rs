@@ -34,15 +34,18 @@ pub mod describe;
 pub mod dml;
 pub mod error;
 pub mod execute;
+pub mod feed;
 pub mod functions;
 pub mod index_ddl;
 pub mod index_top_k;
+pub mod json_file;
 pub mod json_rows;
 pub mod memory_limit;
 pub mod prepared;
 pub mod scan_exec;
 pub mod scan_filter;
 pub mod script;
+pub mod secret;
 pub mod table;
 pub mod yield_points;
 

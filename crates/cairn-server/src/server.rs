@@ -89,13 +89,18 @@ impl Server {
         self.pg.local_addr()
     }
 
-    /// Serves until `shutdown` completes, then lets responses in flight finish and flushes
+    /// Restarts the feeds that were running, serves until `shutdown` completes, then lets
+    /// responses in flight finish, stops the feeds (each commits what it holds) and flushes
     /// every dataset, so a restart replays no log.
     pub async fn serve(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let db = self.state.db.clone();
+        let resumed = db.resume_feeds().await;
+        if !resumed.is_empty() {
+            tracing::info!("restarted feeds: {}", resumed.join(", "));
+        }
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let signal = move || {
             let mut stopped = stopped.clone();
@@ -127,6 +132,8 @@ impl Server {
         let (http, flight, ()) = tokio::join!(http.into_future(), flight, pg);
         http?;
         flight.map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
+        // Feeds stay marked running, so the next start restarts them.
+        db.feeds().shutdown().await;
         let storage = db.storage().clone();
         tokio::task::spawn_blocking(move || {
             for name in storage.dataset_names() {

@@ -98,13 +98,4 @@ impl ServiceState {
     }
 }
 
-/// Compares a presented token with the configured one in time that depends only on their
-/// lengths, so the comparison does not reveal how many leading bytes matched.
-pub fn same_secret(presented: &str, token: &str) -> bool {
-    presented.len() == token.len()
-        && presented
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
-}
+pub use cairn_engine::secret::same_secret;

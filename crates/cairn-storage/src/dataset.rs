@@ -304,7 +304,10 @@ impl Dataset {
         })
     }
 
-    fn check_record(
+    /// Checks a record as [`Dataset::write`] will (declared type, size limit) and returns its
+    /// key, so a caller that batches records (a feed) can turn one bad record away without
+    /// failing the batch it would have joined. `position` is what an error calls it.
+    pub fn check_record(
         &self,
         record: &mut Record,
         position: usize,

@@ -1,0 +1,445 @@
+//! One feed connection's pipeline, shared by socket and HTTP feeds: a reader splits the byte
+//! stream into lines and parses each into a record of the dataset's type, a committer gathers
+//! records into batches (closed by `batch_size` or `max_latency_ms`) and upserts each batch
+//! through the WAL's group commit, then acknowledges it. The two meet in a channel of
+//! [`CHUNKS_IN_FLIGHT`] chunks, so while storage stalls (merge debt, full memory components)
+//! the reader stops reading and TCP flow control slows the sender: memory stays bounded.
+
+use crate::feed::error_log::{ErrorLog, Rejection};
+use crate::feed::metrics::FeedMetrics;
+use crate::feed::options::{ErrorPolicy, FeedOptions};
+use cairn_model::Record;
+use cairn_model::json_stream::record_from_json_line;
+use cairn_storage::dataset::Dataset;
+use cairn_storage::{Storage, StorageError, WriteOp};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{mpsc, watch};
+
+/// Parsed chunks a connection's reader may run ahead of its committer.
+pub const CHUNKS_IN_FLIGHT: usize = 2;
+/// Bytes read from the connection at a time; one read becomes at most one chunk.
+const READ_BYTES: usize = 64 * 1024;
+
+/// What every connection of a running feed shares.
+pub struct FeedRuntime {
+    pub name: String,
+    pub options: FeedOptions,
+    pub storage: Arc<Storage>,
+    pub dataset: Arc<Dataset>,
+    pub metrics: Arc<FeedMetrics>,
+    pub error_log: Arc<ErrorLog>,
+    /// Set to true to stop the feed: readers stop reading, committers finish what they hold.
+    pub stop: watch::Sender<bool>,
+    /// Why the feed stopped by itself, if it did.
+    pub failure: parking_lot::Mutex<Option<String>>,
+}
+
+impl FeedRuntime {
+    /// Stops the whole feed because of `reason` (the first reason is kept).
+    pub fn fail(&self, reason: String) {
+        tracing::warn!(feed = %self.name, "feed stops: {reason}");
+        self.failure.lock().get_or_insert(reason);
+        let _ = self.stop.send(true);
+    }
+}
+
+/// An acknowledgement: every line of the connection up to `acked` is settled, `committed` of
+/// them durably upserted and `rejected` of them written to the error log (blank lines are
+/// neither). Counts are cumulative over the connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ack {
+    pub acked: u64,
+    pub committed: u64,
+    pub rejected: u64,
+}
+
+impl Ack {
+    /// The acknowledgement line a socket feed writes back.
+    pub fn line(&self) -> String {
+        format!(
+            "{{\"acked\":{},\"committed\":{},\"rejected\":{}}}\n",
+            self.acked, self.committed, self.rejected
+        )
+    }
+}
+
+/// Where a connection's acknowledgements go.
+pub trait AckSink: Send {
+    /// Called after every committed batch, in order.
+    fn acknowledge(&mut self, ack: Ack) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+/// Acknowledgements nobody reads while the input streams (an HTTP feed answers at the end).
+pub struct AtEnd;
+
+impl AckSink for AtEnd {
+    async fn acknowledge(&mut self, _ack: Ack) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionEnd {
+    pub ack: Ack,
+    /// Why the connection ended early; `None` when the sender finished or the feed stopped.
+    pub error: Option<ConnectionError>,
+}
+
+/// Why a connection ended before its sender finished.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnectionError {
+    /// A bad record under `on_error = 'stop'`: the sender's to fix.
+    BadRecord(String),
+    /// Reading, committing or acknowledging failed: worth sending again.
+    Failed(String),
+}
+
+impl ConnectionError {
+    pub fn message(&self) -> &str {
+        match self {
+            ConnectionError::BadRecord(message) | ConnectionError::Failed(message) => message,
+        }
+    }
+}
+
+/// Lines parsed by the reader, in order.
+struct Chunk {
+    /// Parsed records with their line numbers.
+    records: Vec<(u64, Record)>,
+    /// Line numbers of rejected lines.
+    rejected: Vec<u64>,
+    /// The last line this chunk covers.
+    through_line: u64,
+    received_at: Instant,
+    /// The line after `through_line` was bad and the policy is to stop there.
+    stop_reason: Option<String>,
+}
+
+/// Runs one connection to its end: reads `input` until end of stream (or until the feed
+/// stops), commits its records, and acknowledges every committed batch to `acknowledge`.
+pub async fn run_connection<R: AsyncRead + Unpin>(
+    feed: &FeedRuntime,
+    peer: &str,
+    input: R,
+    acknowledge: &mut impl AckSink,
+) -> ConnectionEnd {
+    let (chunks, received) = mpsc::channel(CHUNKS_IN_FLIGHT);
+    let reading = read_lines(feed, peer, input, chunks);
+    let committing = commit_batches(feed, received, acknowledge);
+    let (read_error, mut end) = tokio::join!(reading, committing);
+    if end.error.is_none() {
+        end.error = read_error.map(ConnectionError::Failed);
+    }
+    end
+}
+
+/// Splits `input` into lines, parses them, and sends them on in chunks. Returns a read error,
+/// if reading failed.
+async fn read_lines<R: AsyncRead + Unpin>(
+    feed: &FeedRuntime,
+    peer: &str,
+    mut input: R,
+    chunks: mpsc::Sender<Chunk>,
+) -> Option<String> {
+    let line_max = feed.storage.options().record_max_bytes;
+    let mut stop = feed.stop.subscribe();
+    let mut buffer = vec![0u8; READ_BYTES];
+    // The start of a line whose end has not arrived yet; past `line_max` only its length counts.
+    let mut partial: Vec<u8> = Vec::new();
+    let mut partial_len = 0usize;
+    let mut line = 0u64;
+    let mut parser = LineParser { feed, peer };
+    loop {
+        if *stop.borrow() {
+            return None;
+        }
+        let read = tokio::select! {
+            biased;
+            _ = stop.changed() => return None,
+            read = input.read(&mut buffer) => read,
+        };
+        let read = match read {
+            Ok(read) => read,
+            Err(e) => return Some(format!("reading from {peer}: {e}")),
+        };
+        let mut chunk = Chunk {
+            records: Vec::new(),
+            rejected: Vec::new(),
+            through_line: line,
+            received_at: Instant::now(),
+            stop_reason: None,
+        };
+        let data = &buffer[..read];
+        let mut start = 0;
+        let mut lines_in_chunk = 0u64;
+        let at_end = read == 0;
+        while start < data.len() || (at_end && partial_len > 0) {
+            let Some(newline) = data[start..].iter().position(|&b| b == b'\n') else {
+                if at_end {
+                    // The last line has no newline: it still counts.
+                    line += 1;
+                    lines_in_chunk += 1;
+                    parser.take(line, &partial, partial_len, line_max, &mut chunk);
+                    partial.clear();
+                    partial_len = 0;
+                } else {
+                    let rest = &data[start..];
+                    if partial_len + rest.len() <= line_max {
+                        partial.extend_from_slice(rest);
+                    } else {
+                        partial.clear();
+                    }
+                    partial_len += rest.len();
+                }
+                break;
+            };
+            line += 1;
+            lines_in_chunk += 1;
+            let piece = &data[start..start + newline];
+            if partial_len == 0 {
+                parser.take(line, piece, piece.len(), line_max, &mut chunk);
+            } else {
+                if partial_len + piece.len() <= line_max {
+                    partial.extend_from_slice(piece);
+                }
+                parser.take(
+                    line,
+                    &partial,
+                    partial_len + piece.len(),
+                    line_max,
+                    &mut chunk,
+                );
+                partial.clear();
+                partial_len = 0;
+            }
+            start += newline + 1;
+            if chunk.stop_reason.is_some() {
+                break;
+            }
+        }
+        feed.metrics
+            .records_in
+            .fetch_add(lines_in_chunk, Ordering::Relaxed);
+        chunk.through_line = if chunk.stop_reason.is_some() {
+            line - 1
+        } else {
+            line
+        };
+        let stopping = chunk.stop_reason.is_some();
+        if lines_in_chunk > 0 {
+            feed.metrics.buffered(chunk.records.len() as u64);
+            let parsed = chunk.records.len() as u64;
+            if chunks.send(chunk).await.is_err() {
+                // The committer ended (a failed commit); it reports why.
+                feed.metrics.unbuffered(parsed);
+                return None;
+            }
+        }
+        if at_end || stopping {
+            return None;
+        }
+    }
+}
+
+/// Turns one line into a record or a rejection.
+struct LineParser<'a> {
+    feed: &'a FeedRuntime,
+    peer: &'a str,
+}
+
+impl LineParser<'_> {
+    /// `text` holds the line (without its newline) unless it is longer than `line_max`, when
+    /// only `len` is meaningful.
+    fn take(&mut self, line: u64, text: &[u8], len: usize, line_max: usize, chunk: &mut Chunk) {
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if len <= line_max && text.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let parsed = if len > line_max {
+            Err(format!(
+                "line is {len} bytes, over the record limit of {line_max} bytes (record_max_bytes)"
+            ))
+        } else {
+            self.parse(text)
+        };
+        match parsed {
+            Ok(record) => chunk.records.push((line, record)),
+            Err(reason) => {
+                let raw = if len > line_max { &[][..] } else { text };
+                let logged = self.feed.error_log.record(&Rejection {
+                    peer: self.peer,
+                    line,
+                    reason: &reason,
+                    raw,
+                });
+                if let Err(e) = logged {
+                    tracing::warn!(feed = %self.feed.name, "cannot write the error log: {e}");
+                }
+                self.feed
+                    .metrics
+                    .records_rejected
+                    .fetch_add(1, Ordering::Relaxed);
+                match self.feed.options.on_error {
+                    ErrorPolicy::Continue => chunk.rejected.push(line),
+                    ErrorPolicy::Stop => {
+                        chunk.stop_reason =
+                            Some(format!("line {line} from {}: {reason}", self.peer))
+                    }
+                }
+            }
+        }
+    }
+
+    fn parse(&self, text: &[u8]) -> Result<Record, String> {
+        let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 text: {e}"))?;
+        let dataset = &self.feed.dataset;
+        let mut record = record_from_json_line(&dataset.shape.dataset_type.record, text)
+            .map_err(|e| e.to_string())?;
+        dataset
+            .check_record(&mut record, 0, self.feed.storage.options(), &mut Vec::new())
+            .map_err(|e| match e {
+                // The batch position means nothing to a feed's sender; the line number is logged.
+                StorageError::InvalidRecord { source, .. } => source.to_string(),
+                StorageError::LimitExceeded { actual, limit, .. } => format!(
+                    "the record is {actual} bytes encoded, over the limit of {limit} bytes (record_max_bytes)"
+                ),
+                other => other.to_string(),
+            })?;
+        Ok(record)
+    }
+}
+
+/// A batch being gathered.
+#[derive(Default)]
+struct Batch {
+    records: Vec<Record>,
+    /// Lines up to here are in this batch or settled before it.
+    through_line: u64,
+    rejected: u64,
+    oldest: Option<Instant>,
+}
+
+/// Gathers chunks into batches, commits each and acknowledges it; returns how the
+/// connection ended.
+async fn commit_batches(
+    feed: &FeedRuntime,
+    mut chunks: mpsc::Receiver<Chunk>,
+    acknowledge: &mut impl AckSink,
+) -> ConnectionEnd {
+    let batch_size = feed.options.batch_size;
+    let latency = std::time::Duration::from_millis(feed.options.max_latency_ms);
+    let mut batch = Batch::default();
+    let mut ack = Ack::default();
+    let mut stop_reason = None;
+    loop {
+        let next = match batch.oldest {
+            None => chunks.recv().await,
+            Some(oldest) => {
+                match tokio::time::timeout_at((oldest + latency).into(), chunks.recv()).await {
+                    Ok(next) => next,
+                    Err(_elapsed) => {
+                        if let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await {
+                            return ConnectionEnd {
+                                ack,
+                                error: Some(ConnectionError::Failed(error)),
+                            };
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        let Some(chunk) = next else { break };
+        batch.oldest.get_or_insert(chunk.received_at);
+        let mut rejected = chunk.rejected.into_iter().peekable();
+        for (line, record) in chunk.records {
+            if batch.records.len() == batch_size {
+                if let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await {
+                    return ConnectionEnd {
+                        ack,
+                        error: Some(ConnectionError::Failed(error)),
+                    };
+                }
+                batch.oldest = Some(chunk.received_at);
+            }
+            while rejected.next_if(|&r| r < line).is_some() {
+                batch.rejected += 1;
+            }
+            batch.records.push(record);
+            batch.through_line = line;
+        }
+        batch.rejected += rejected.count() as u64;
+        batch.through_line = chunk.through_line;
+        if batch.records.len() == batch_size || chunk.stop_reason.is_some() {
+            if let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await {
+                return ConnectionEnd {
+                    ack,
+                    error: Some(ConnectionError::Failed(error)),
+                };
+            }
+        }
+        if let Some(reason) = chunk.stop_reason {
+            stop_reason = Some(reason);
+            break;
+        }
+    }
+    if batch.oldest.is_some()
+        && let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await
+    {
+        return ConnectionEnd {
+            ack,
+            error: Some(ConnectionError::Failed(error)),
+        };
+    }
+    if let Some(reason) = &stop_reason {
+        feed.fail(format!(
+            "stopped at a bad record (on_error = 'stop'): {reason}"
+        ));
+    }
+    ConnectionEnd {
+        ack,
+        error: stop_reason.map(ConnectionError::BadRecord),
+    }
+}
+
+/// Upserts the batch's records as one storage batch (durable per the durability setting
+/// when it returns), then acknowledges its lines. A failed commit fails the feed: its lines
+/// stay unacknowledged, for the sender to send again.
+async fn commit(
+    feed: &FeedRuntime,
+    batch: &mut Batch,
+    ack: &mut Ack,
+    acknowledge: &mut impl AckSink,
+) -> Result<(), String> {
+    let taken = std::mem::take(batch);
+    let count = taken.records.len() as u64;
+    if count > 0 {
+        let ops: Vec<WriteOp> = taken.records.into_iter().map(WriteOp::Upsert).collect();
+        let storage = feed.storage.clone();
+        let dataset = feed.dataset.name().to_string();
+        let written = tokio::task::spawn_blocking(move || storage.write(&dataset, ops)).await;
+        feed.metrics.unbuffered(count);
+        let failure = match written {
+            Ok(Ok(_receipt)) => None,
+            Ok(Err(e)) => Some(format!("commit into {} failed: {e}", feed.dataset.name())),
+            Err(e) => Some(format!("commit task failed: {e}")),
+        };
+        if let Some(reason) = failure {
+            feed.fail(reason.clone());
+            return Err(reason);
+        }
+        let lag = taken.oldest.map(|t| t.elapsed()).unwrap_or_default();
+        feed.metrics.committed(count, lag);
+    }
+    ack.acked = taken.through_line;
+    ack.committed += count;
+    ack.rejected += taken.rejected;
+    acknowledge
+        .acknowledge(*ack)
+        .await
+        .map_err(|e| format!("cannot acknowledge: {e}"))
+}
