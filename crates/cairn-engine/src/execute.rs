@@ -201,6 +201,10 @@ impl Database {
         statement: &ScriptStatement<'_>,
     ) -> Result<StatementStream> {
         Ok(match self.plan_statement(statement).await? {
+            // SHOW, DESCRIBE and the like computed their rows already; they stream like a query's.
+            Planned::Finished(StatementOutcome::Rows { schema, batches }) => {
+                StatementStream::computed(schema, batches)
+            }
             Planned::Finished(outcome) => StatementStream::Finished(outcome),
             Planned::Query(frame) => StatementStream::start(frame).await?,
         })
