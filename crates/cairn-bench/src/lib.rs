@@ -8,6 +8,7 @@ pub mod environment;
 pub mod generator_bench;
 pub mod http_client;
 pub mod index_bench;
+pub mod ingest_bench;
 pub mod messages;
 pub mod quickstart;
 pub mod report;

@@ -5,6 +5,7 @@
 
 use crate::error::CliError;
 use cairn_bench::bigfun_bench::{self, BigfunBenchArgs};
+use cairn_bench::ingest_bench::{self, IngestBenchArgs};
 use cairn_bench::tpch_bench::{self, TpchBenchArgs};
 use cairn_bench::tpch_cache_bench::{self, TpchCacheBenchArgs};
 use cairn_bench::tpch_scaleup::{self, TpchScaleupArgs};
@@ -26,6 +27,9 @@ pub enum BenchCommand {
     /// TPC-H scale-up: seconds per query divided by the scale factor, from the raw results of
     /// `cairn bench tpch` at each scale factor (bench/results/tpch-scaleup.md).
     TpchScaleup(TpchScaleupArgs),
+    /// Feeds: sustained socket-feed throughput of BigFUN users with 1 and 4 senders, and
+    /// short-query latency idle and under the feed (bench/results/ingest.md).
+    Ingest(IngestBenchArgs),
 }
 
 pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
@@ -38,6 +42,7 @@ pub fn run(runtime: &Runtime, command: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Tpch(args) => runtime.block_on(tpch_bench::run(args)),
         BenchCommand::TpchCache(args) => runtime.block_on(tpch_cache_bench::run(args)),
         BenchCommand::TpchScaleup(args) => tpch_scaleup::run(args),
+        BenchCommand::Ingest(args) => runtime.block_on(ingest_bench::run(args)),
     }
     .map_err(CliError::Bench)?;
     println!("wrote {}", page.display());
