@@ -3,6 +3,12 @@
 //! database, to `gen` and `bench`); errors are printed as
 //! `error [CODE]: message` with exit status 1 (usage errors exit with 2, from clap).
 
+// Ingest (feeds, DML) and loads allocate a record per row from several threads; glibc's
+// allocator spent over a fifth of feed time in malloc/free (perf, 2026-11-22), and cairn-bench
+// measured the same on bulk load.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod error;
 mod generate;
