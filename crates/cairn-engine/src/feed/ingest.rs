@@ -327,14 +327,34 @@ struct Batch {
 /// connection ended.
 async fn commit_batches(
     feed: &FeedRuntime,
-    mut chunks: mpsc::Receiver<Chunk>,
+    chunks: mpsc::Receiver<Chunk>,
     acknowledge: &mut impl AckSink,
 ) -> ConnectionEnd {
+    let mut ack = Ack::default();
+    let error = match gather_and_commit(feed, chunks, acknowledge, &mut ack).await {
+        Ok(None) => None,
+        Ok(Some(bad_record)) => {
+            feed.fail(format!(
+                "stopped at a bad record (on_error = 'stop'): {bad_record}"
+            ));
+            Some(ConnectionError::BadRecord(bad_record))
+        }
+        Err(failure) => Some(ConnectionError::Failed(failure)),
+    };
+    ConnectionEnd { ack, error }
+}
+
+/// The loop of [`commit_batches`]: returns the bad record that stopped it under
+/// `on_error = 'stop'`, if one did, or why a commit failed.
+async fn gather_and_commit(
+    feed: &FeedRuntime,
+    mut chunks: mpsc::Receiver<Chunk>,
+    acknowledge: &mut impl AckSink,
+    ack: &mut Ack,
+) -> Result<Option<String>, String> {
     let batch_size = feed.options.batch_size;
     let latency = std::time::Duration::from_millis(feed.options.max_latency_ms);
     let mut batch = Batch::default();
-    let mut ack = Ack::default();
-    let mut stop_reason = None;
     loop {
         let next = match batch.oldest {
             None => chunks.recv().await,
@@ -342,12 +362,7 @@ async fn commit_batches(
                 match tokio::time::timeout_at((oldest + latency).into(), chunks.recv()).await {
                     Ok(next) => next,
                     Err(_elapsed) => {
-                        if let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await {
-                            return ConnectionEnd {
-                                ack,
-                                error: Some(ConnectionError::Failed(error)),
-                            };
-                        }
+                        commit(feed, &mut batch, ack, acknowledge).await?;
                         continue;
                     }
                 }
@@ -358,12 +373,7 @@ async fn commit_batches(
         let mut rejected = chunk.rejected.into_iter().peekable();
         for (line, record) in chunk.records {
             if batch.records.len() == batch_size {
-                if let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await {
-                    return ConnectionEnd {
-                        ack,
-                        error: Some(ConnectionError::Failed(error)),
-                    };
-                }
+                commit(feed, &mut batch, ack, acknowledge).await?;
                 batch.oldest = Some(chunk.received_at);
             }
             while rejected.next_if(|&r| r < line).is_some() {
@@ -375,35 +385,16 @@ async fn commit_batches(
         batch.rejected += rejected.count() as u64;
         batch.through_line = chunk.through_line;
         if batch.records.len() == batch_size || chunk.stop_reason.is_some() {
-            if let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await {
-                return ConnectionEnd {
-                    ack,
-                    error: Some(ConnectionError::Failed(error)),
-                };
-            }
+            commit(feed, &mut batch, ack, acknowledge).await?;
         }
-        if let Some(reason) = chunk.stop_reason {
-            stop_reason = Some(reason);
-            break;
+        if chunk.stop_reason.is_some() {
+            return Ok(chunk.stop_reason);
         }
     }
-    if batch.oldest.is_some()
-        && let Err(error) = commit(feed, &mut batch, &mut ack, acknowledge).await
-    {
-        return ConnectionEnd {
-            ack,
-            error: Some(ConnectionError::Failed(error)),
-        };
+    if batch.oldest.is_some() {
+        commit(feed, &mut batch, ack, acknowledge).await?;
     }
-    if let Some(reason) = &stop_reason {
-        feed.fail(format!(
-            "stopped at a bad record (on_error = 'stop'): {reason}"
-        ));
-    }
-    ConnectionEnd {
-        ack,
-        error: stop_reason.map(ConnectionError::BadRecord),
-    }
+    Ok(None)
 }
 
 /// Upserts the batch's records as one storage batch (durable per the durability setting
