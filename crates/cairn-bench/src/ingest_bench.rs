@@ -119,7 +119,7 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
         let db = prepared_database(&scratch, &users_file).await?;
         let address = start_feed(&db, args.batch_size).await?;
         eprintln!("ingest: {clients} sender(s) for {} s", args.seconds);
-        let senders = Senders::start(address, clients, bodies.clone(), args.users + 1);
+        let senders = Senders::start(address, clients, bodies.clone(), args.users + 1)?;
         let (records, seconds, per_second) = senders.measure(Duration::from_secs_f64(args.seconds));
         senders.finish();
         let metrics = db
@@ -146,7 +146,7 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
     let queries = short_queries(&db, args).await?;
     let idle = time_queries(&db, &queries).await?;
     let address = start_feed(&db, args.batch_size).await?;
-    let senders = Senders::start(address, args.latency_clients, bodies, args.users + 1);
+    let senders = Senders::start(address, args.latency_clients, bodies, args.users + 1)?;
     let started = Instant::now();
     let before = senders.committed();
     let feeding = time_queries(&db, &queries).await?;
@@ -274,14 +274,14 @@ impl Senders {
         clients: usize,
         bodies: Arc<Vec<String>>,
         first_id: i64,
-    ) -> Senders {
+    ) -> std::io::Result<Senders> {
         let stop = Arc::new(AtomicBool::new(false));
         let next_id = Arc::new(AtomicI64::new(first_id));
         let mut committed = Vec::new();
         let mut threads = Vec::new();
         for _ in 0..clients {
-            let stream = TcpStream::connect(address).expect("the feed accepts a connection");
-            let mut write = stream.try_clone().expect("a socket can be cloned");
+            let stream = TcpStream::connect(address)?;
+            let mut write = stream.try_clone()?;
             let (stop, next_id, bodies) = (stop.clone(), next_id.clone(), bodies.clone());
             threads.push(std::thread::spawn(move || {
                 let mut buffer = String::with_capacity(1 << 20);
@@ -316,11 +316,11 @@ impl Senders {
                 }
             }));
         }
-        Senders {
+        Ok(Senders {
             stop,
             committed,
             threads,
-        }
+        })
     }
 
     fn committed(&self) -> u64 {
