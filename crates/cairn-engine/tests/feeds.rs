@@ -102,6 +102,14 @@ impl Sender {
     }
 }
 
+/// Sends `lines` on one connection (off the runtime: the sender blocks) and returns every
+/// response line the feed wrote back.
+async fn send(address: SocketAddr, lines: Vec<String>) -> Vec<Value> {
+    tokio::task::spawn_blocking(move || Sender::start(address, lines).responses())
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_feed_commits_acknowledges_and_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -117,9 +125,7 @@ async fn socket_feed_commits_acknowledges_and_counts() {
 
     let mut lines: Vec<String> = (1..=1000).map(user).collect();
     lines.insert(500, String::new()); // a blank line is acknowledged, neither committed nor rejected
-    let responses = tokio::task::spawn_blocking(move || Sender::start(address, lines).responses())
-        .await
-        .unwrap();
+    let responses = send(address, lines).await;
     let last = responses.last().unwrap();
     assert_eq!(last["acked"], 1001, "{responses:?}");
     assert_eq!(last["committed"], 1000);
@@ -156,9 +162,7 @@ async fn socket_feed_commits_acknowledges_and_counts() {
 
     // Resending the same records (a sender retrying after a crash) upserts: no duplicates.
     let again: Vec<String> = (901..=1000).map(user).collect();
-    let responses = tokio::task::spawn_blocking(move || Sender::start(address, again).responses())
-        .await
-        .unwrap();
+    let responses = send(address, again).await;
     assert_eq!(responses.last().unwrap()["committed"], 100);
     assert_eq!(scalar(&db, "SELECT count(*) FROM Users").await, 1000);
 
@@ -191,9 +195,7 @@ async fn bad_records_are_logged_and_the_feed_continues() {
         ), // line 5: too long
         user(6),
     ];
-    let responses = tokio::task::spawn_blocking(move || Sender::start(address, lines).responses())
-        .await
-        .unwrap();
+    let responses = send(address, lines).await;
     let last = responses.last().unwrap();
     assert_eq!(
         (&last["acked"], &last["committed"], &last["rejected"]),
@@ -247,9 +249,7 @@ async fn on_error_stop_commits_what_came_before_and_stops_the_feed() {
     db.execute_script(SETUP).await.unwrap();
     let address = started_feed(&db, "strict", "type = 'socket', on_error = 'stop'").await;
     let lines = vec![user(1), user(2), "not json".to_string(), user(4)];
-    let responses = tokio::task::spawn_blocking(move || Sender::start(address, lines).responses())
-        .await
-        .unwrap();
+    let responses = send(address, lines).await;
     let last = responses.last().unwrap();
     assert_eq!(last["acked"], 2, "{responses:?}");
     assert!(last["error"].as_str().unwrap().contains("line 3"), "{last}");
@@ -294,9 +294,7 @@ async fn a_tiny_memory_budget_slows_the_sender_and_loses_nothing() {
     const RECORDS: u64 = 40_000;
     let lines: Vec<String> = (1..=RECORDS).map(user).collect();
     let shortest = lines.iter().map(|l| l.len() + 1).min().unwrap() as u64;
-    let responses = tokio::task::spawn_blocking(move || Sender::start(address, lines).responses())
-        .await
-        .unwrap();
+    let responses = send(address, lines).await;
     assert_eq!(responses.last().unwrap()["committed"], RECORDS);
     assert_eq!(
         scalar(&db, "SELECT count(*) FROM Users").await,
@@ -395,10 +393,7 @@ async fn feeds_survive_reopening_and_running_ones_restart() {
     assert_eq!(row["dataset"], "Users");
     assert_eq!(show_feed(&db, "left_stopped").await["state"], "stopped");
     let address = db.feeds().address("kept_running").unwrap();
-    let responses =
-        tokio::task::spawn_blocking(move || Sender::start(address, vec![user(1)]).responses())
-            .await
-            .unwrap();
+    let responses = send(address, vec![user(1)]).await;
     assert_eq!(responses.last().unwrap()["committed"], 1);
 
     // A dataset with a feed connected cannot be dropped; after DROP FEED it can.
