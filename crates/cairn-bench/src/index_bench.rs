@@ -1,8 +1,9 @@
 //! The index benchmark (issue: secondary indexes and cost-based access paths): BigFUN data at
-//! a given scale, btree indexes on GleambookUsers.user_since and ChirpMessages.send_time, and
-//! the range queries Q3 and Q6 in S/M/L versions and the top-k Q10, each timed with the plan
-//! Cairn chooses and with every path forced (`SET cairn.access_path`). Writes `indexes.md` and
-//! raw JSON.
+//! a given scale, btree indexes on GleambookUsers.user_since, ChirpMessages.send_time and
+//! GleambookMessages.author_id, the range queries Q3 and Q6 in S/M/L versions, the top-k Q10,
+//! and the joins Q12-IX and Q13-IX in S/M/L versions, each timed with the plan Cairn chooses
+//! and with every path forced (`SET cairn.access_path` for scans, `SET cairn.join_method` for
+//! joins). Writes `indexes.md` and raw JSON.
 
 use crate::bigfun::BigfunRun;
 use crate::bigfun::records::{DATETIME_HI, DATETIME_LO, format_datetime};
@@ -28,6 +29,8 @@ struct PathTiming {
 #[derive(Debug, Serialize)]
 struct Case {
     query: String,
+    /// Whether the forced alternatives are joins (index nested-loop, hash) or scans.
+    join: bool,
     version: &'static str,
     /// Records the filter qualifies (the forced full scan's count).
     qualifying: usize,
@@ -40,6 +43,7 @@ struct IndexBenchReport {
     environment: Environment,
     users: i64,
     chirps: i64,
+    messages: i64,
     load_seconds: f64,
     index_seconds: f64,
     cases: Vec<Case>,
@@ -58,12 +62,23 @@ fn rows(batches: &[RecordBatch]) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
 }
 
-async fn scan_line(db: &Database, sql: &str) -> Result<String, Box<dyn std::error::Error>> {
+/// The first line of the query's physical plan naming one of `operators`, from the operator
+/// on, without its projection.
+async fn plan_line(
+    db: &Database,
+    sql: &str,
+    operators: &[&str],
+) -> Result<String, Box<dyn std::error::Error>> {
     let plan = db.sql(&format!("EXPLAIN {sql}")).await?;
     let text = arrow::util::pretty::pretty_format_batches(&plan)?.to_string();
     Ok(text
         .lines()
-        .find_map(|l| l.find("DatasetScanExec").map(|at| l[at..].to_string()))
+        .find_map(|l| {
+            operators
+                .iter()
+                .find_map(|operator| l.find(operator))
+                .map(|at| l[at..].to_string())
+        })
         .map(|l| {
             let end = l.find(", projection=").unwrap_or(l.len());
             l[..end].trim_end_matches(['|', ' ']).to_string()
@@ -85,6 +100,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     }
     let generated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest)?)?;
     let chirps = generated["chirps"].as_i64().unwrap_or(0);
+    let messages = generated["messages"].as_i64().unwrap_or(0);
 
     let db_dir = config
         .work_dir
@@ -93,7 +109,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     let db = Database::open(&db_dir, StorageOptions::default())?;
     db.execute_script(crate::bigfun::schema::DDL).await?;
     let started = Instant::now();
-    for dataset in ["GleambookUsers", "ChirpMessages"] {
+    for dataset in ["GleambookUsers", "ChirpMessages", "GleambookMessages"] {
         eprintln!("loading {dataset}");
         db.storage()
             .load(dataset, &[data.join(format!("{dataset}.json"))], None)?;
@@ -103,7 +119,9 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     db.execute_script(
         "CREATE INDEX users_since ON GleambookUsers(user_since);
          CREATE INDEX users_since_id ON GleambookUsers(user_since) INCLUDE (id);
-         CREATE INDEX chirps_send_time ON ChirpMessages(send_time)",
+         CREATE INDEX chirps_send_time ON ChirpMessages(send_time);
+         CREATE INDEX messages_author_id ON GleambookMessages(author_id);
+         ANALYZE GleambookMessages",
     )
     .await?;
     let index_seconds = started.elapsed().as_secs_f64();
@@ -119,7 +137,14 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     .flat_map(|(query, population)| versions.map(|(v, t)| (query, population, v, t)));
     // Q10: the 10 most recent chirps containing a word — S a rare keyword, M a medium one.
     let top_k_cases = [("Q10", chirps, "S", 0.0), ("Q10", chirps, "M", 0.0)];
-    for (query, population, version, target) in scale_cases.chain(top_k_cases) {
+    // Q12-IX / Q13-IX: users in a user_since window joined with their messages of one day.
+    let join_cases = ["Q12-IX", "Q13-IX"]
+        .into_iter()
+        .flat_map(|query| versions.map(|(v, t)| (query, config.users, v, t)));
+    let day = (DATETIME_LO + DATETIME_HI) / 2;
+    let (message_lo, message_hi) = (format_datetime(day), format_datetime(day + 86_400));
+    for (query, population, version, target) in scale_cases.chain(top_k_cases).chain(join_cases) {
+        let join = query.starts_with("Q12") || query.starts_with("Q13");
         // L is ~1 M records or 10 % of the dataset, whichever is smaller (BIGFUN.md §3).
         let target = target.min(population as f64 / 10.0);
         let (lo, hi) = window(target, population);
@@ -134,23 +159,48 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
             "Q3-ids" => format!(
                 "SELECT id FROM GleambookUsers WHERE user_since >= TIMESTAMP '{lo}' AND user_since < TIMESTAMP '{hi}'"
             ),
+            "Q12-IX" => format!(
+                "SELECT u.name, m.message FROM GleambookUsers u JOIN GleambookMessages m ON m.author_id = u.id WHERE u.user_since >= TIMESTAMP '{lo}' AND u.user_since < TIMESTAMP '{hi}' AND m.send_time >= TIMESTAMP '{message_lo}' AND m.send_time < TIMESTAMP '{message_hi}'"
+            ),
+            "Q13-IX" => format!(
+                "SELECT u.id, u.name, array_agg(m.message ORDER BY m.message_id) FILTER (WHERE m.message_id IS NOT NULL) AS messages FROM GleambookUsers u LEFT JOIN GleambookMessages m ON m.author_id = u.id AND m.send_time >= TIMESTAMP '{message_lo}' AND m.send_time < TIMESTAMP '{message_hi}' WHERE u.user_since >= TIMESTAMP '{lo}' AND u.user_since < TIMESTAMP '{hi}' GROUP BY u.id, u.name"
+            ),
             _ => format!(
                 "SELECT avg(string_length(message_text)) AS avg_length, count(*) AS chirps FROM ChirpMessages WHERE send_time >= TIMESTAMP '{lo}' AND send_time < TIMESTAMP '{hi}'"
             ),
         };
-        // The paths take turns run by run, so a noisy neighbour slows them alike.
-        let paths = [
-            ("chosen", "auto"),
-            ("index", "index"),
-            ("full scan", "full_scan"),
-        ];
+        // The paths take turns run by run, so a noisy neighbour slows them alike. For joins,
+        // "index" is the index nested-loop join and "full scan" the hash join.
+        let (option, paths) = if join {
+            (
+                "join_method",
+                [
+                    ("chosen", "auto"),
+                    ("index", "index"),
+                    ("full scan", "hash"),
+                ],
+            )
+        } else {
+            (
+                "access_path",
+                [
+                    ("chosen", "auto"),
+                    ("index", "index"),
+                    ("full scan", "full_scan"),
+                ],
+            )
+        };
+        let operators: &[&str] = if join {
+            &["IndexNestedLoopJoinExec", "HashJoinExec"]
+        } else {
+            &["DatasetScanExec"]
+        };
         let mut timings = Vec::new();
         for (path, setting) in paths {
-            db.sql(&format!("SET cairn.access_path = '{setting}'"))
-                .await?;
+            db.sql(&format!("SET cairn.{option} = '{setting}'")).await?;
             timings.push(PathTiming {
                 path,
-                plan: scan_line(&db, &sql).await?,
+                plan: plan_line(&db, &sql, operators).await?,
                 seconds: Vec::new(),
                 median_seconds: 0.0,
                 result_rows: 0,
@@ -158,8 +208,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         }
         for run in 0..=config.runs {
             for (timing, (_, setting)) in timings.iter_mut().zip(paths) {
-                db.sql(&format!("SET cairn.access_path = '{setting}'"))
-                    .await?;
+                db.sql(&format!("SET cairn.{option} = '{setting}'")).await?;
                 let started = Instant::now();
                 let batches = db.sql(&sql).await?;
                 let elapsed = started.elapsed().as_secs_f64();
@@ -172,8 +221,13 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         for timing in &mut timings {
             timing.median_seconds = median(&timing.seconds);
         }
+        db.sql(&format!("SET cairn.{option} = 'auto'")).await?;
         db.sql("SET cairn.access_path = 'full_scan'").await?;
         let count_sql = match query {
+            // Users in the window: the join's outer side.
+            "Q12-IX" | "Q13-IX" => format!(
+                "SELECT count(*) FROM GleambookUsers WHERE user_since >= TIMESTAMP '{lo}' AND user_since < TIMESTAMP '{hi}'"
+            ),
             "Q3" => sql.replacen("SELECT *", "SELECT count(*)", 1),
             "Q3-ids" => sql.replacen("SELECT id", "SELECT count(*)", 1),
             "Q10" => format!(
@@ -185,6 +239,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("{query}-{version}: {qualifying} qualifying");
         cases.push(Case {
             query: query.to_string(),
+            join,
             version,
             qualifying,
             sql,
@@ -197,6 +252,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         environment,
         users: config.users,
         chirps,
+        messages,
         load_seconds,
         index_seconds,
         cases,
@@ -233,9 +289,10 @@ async fn count_of(
 
 fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
     let mut text = format!(
-        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} chirps (seed {}); bulk load of the two datasets {:.1} s; the three indexes built in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included); the three paths take turns run by run\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
+        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {:.1} s; the four indexes built and GleambookMessages analyzed in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included); the three paths take turns run by run. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
         report.environment.markdown(),
         report.users,
+        report.messages,
         report.chirps,
         config.seed,
         report.load_seconds,
@@ -259,7 +316,11 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
             .timings
             .first()
             .map(|t| {
-                if t.plan.contains("access=ordered index scan") {
+                if t.plan.contains("IndexNestedLoopJoinExec") {
+                    "index nested-loop join"
+                } else if t.plan.contains("HashJoinExec") {
+                    "hash join"
+                } else if t.plan.contains("access=ordered index scan") {
                     "ordered index (top-k)"
                 } else if t.plan.contains("access=index-only scan") {
                     "index-only"
@@ -291,7 +352,7 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
         ));
     }
     text.push_str(&format!(
-        "\nTargets: every S version ≥ 50× faster through the index than by forced full scan — **{}**; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword, with no keyword index: the top-k reads ChirpMessages in `send_time` order through the btree and stops at 10 matches (its \"qualifying\" column counts the chirps containing the word). The queries:\n\n",
+        "\nTargets: every S version ≥ 50× faster through the index than by forced full scan — **{}**; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword, with no keyword index: the top-k reads ChirpMessages in `send_time` order through the btree and stops at 10 matches (its \"qualifying\" column counts the chirps containing the word). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
         if s_ok { "met" } else { "not met" },
         if chosen_ok { "met" } else { "not met" }
     ));

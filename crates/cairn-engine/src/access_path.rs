@@ -28,6 +28,9 @@ extensions_options! {
         /// Bytes of memory each query may use for sorts, aggregates and joins (spilling
         /// where it can); 0 for no limit of its own.
         pub query_memory_bytes: usize, default = 0
+        /// How equi-joins are run: `auto` (by estimated cost), or, for experiments, `hash`
+        /// (never an index nested-loop join) or `index` (one wherever an index serves it).
+        pub join_method: String, default = "auto".to_string()
     }
 }
 
@@ -66,6 +69,66 @@ impl AccessOverride {
     }
 }
 
+/// A forced join method, or none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JoinOverride {
+    Auto,
+    Hash,
+    Index,
+}
+
+impl JoinOverride {
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value.to_ascii_lowercase().as_str() {
+            "auto" => Ok(JoinOverride::Auto),
+            "hash" => Ok(JoinOverride::Hash),
+            "index" => Ok(JoinOverride::Index),
+            other => Err(format!(
+                "unknown cairn.join_method `{other}` (expected auto, hash or index)"
+            )),
+        }
+    }
+}
+
+/// What a lookup reads the inner dataset by.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LookupBy {
+    /// The dataset's primary key (a single field): one point lookup per key.
+    PrimaryKey,
+    /// A btree index led by the join field: one binary search per key and component.
+    Index(String),
+}
+
+/// The inner side of an index nested-loop join: the rows whose `field` equals one of
+/// `values`, which the join fills in at run time from its outer side's keys.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    pub by: LookupBy,
+    pub field: String,
+    /// The keys, sorted and distinct (empty in the plan, before the outer side ran).
+    pub values: Vec<Value>,
+    /// Expected rows per key: 1 for a primary key, else live rows over distinct values.
+    pub rows_per_key: f64,
+}
+
+impl Lookup {
+    /// The keys as sorted, disjoint single-point ranges, as an index scan takes them.
+    pub fn point_ranges(&self) -> Vec<IndexRange> {
+        self.values
+            .iter()
+            .map(|value| IndexRange {
+                lower: Some(value.clone()),
+                upper: Some(value.clone()),
+            })
+            .collect()
+    }
+
+    /// The estimated cost of looking up `keys` keys, in scanned-row units.
+    pub fn cost(&self, keys: f64) -> f64 {
+        keys * self.rows_per_key.max(1.0) * FETCH_ROW_COST
+    }
+}
+
 /// An index scan the planner chose, with what it expects.
 #[derive(Debug, Clone)]
 pub struct IndexAccess {
@@ -98,6 +161,21 @@ pub enum Access {
         field: String,
         descending: bool,
     },
+    /// The rows whose field equals one of a join's keys (the inner side of an index
+    /// nested-loop join).
+    Lookup(Lookup),
+}
+
+impl Access {
+    /// The estimated cost of reading the scan's rows, in scanned-row units.
+    pub fn cost(&self, live_rows: u64) -> f64 {
+        match self {
+            Access::Full { .. } | Access::Ordered { .. } => live_rows as f64 * SCAN_ROW_COST,
+            Access::Key(_) => FETCH_ROW_COST,
+            Access::Index(index) => cost(index),
+            Access::Lookup(lookup) => lookup.cost(lookup.values.len() as f64),
+        }
+    }
 }
 
 /// Displays a range as `[lower, upper]`, `∞` for an open side.

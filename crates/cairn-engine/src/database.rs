@@ -42,6 +42,7 @@ impl Database {
             .with_config(config)
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(crate::index_top_k::IndexTopK))
+            .with_physical_optimizer_rule(Arc::new(crate::index_join::IndexJoin))
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))
             .build();
         let context = SessionContext::new_with_state(state);

@@ -37,6 +37,7 @@ pub mod execute;
 pub mod feed;
 pub mod functions;
 pub mod index_ddl;
+pub mod index_join;
 pub mod index_top_k;
 pub mod json_file;
 pub mod json_rows;

@@ -2,12 +2,12 @@
 //! one for a key lookup), reporting the storage's row counts, column bounds and null counts as
 //! DataFusion statistics so joins and filters are planned from real figures.
 
-use crate::access_path::{Access, DisplayRange};
+use crate::access_path::{Access, DisplayRange, Lookup, LookupBy};
 use crate::table::storage_error;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use cairn_model::arrow_mapping::{build_array, records_to_batch};
-use cairn_model::{DataType, RecordType};
+use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
 use cairn_storage::{ColumnSummary, PartitionSummary, ScanRequest};
@@ -34,6 +34,9 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use std::fmt;
 use std::sync::Arc;
+
+/// Rows per key an index lookup expects on a field ANALYZE has not measured.
+const UNANALYZED_ROWS_PER_KEY: f64 = 10.0;
 
 /// Rows of the first chunk of an ordered index scan, and the most of any later one.
 const ORDERED_FIRST_CHUNK_ROWS: usize = 64;
@@ -66,7 +69,7 @@ impl DatasetScanExec {
     ) -> Result<Self> {
         let schema = projected_schema(&dataset, projection.as_ref())?;
         let (statistics, partition_statistics) = match &access {
-            Access::Full { .. } | Access::Index(_) | Access::Ordered { .. } => {
+            Access::Full { .. } | Access::Index(_) | Access::Ordered { .. } | Access::Lookup(_) => {
                 let summaries = (0..dataset.partitions.len())
                     .map(|index| dataset.partition_summary(index))
                     .collect::<cairn_storage::Result<Vec<_>>>()
@@ -78,18 +81,51 @@ impl DatasetScanExec {
                 // column wherever one partition holds only nulls or nothing at all.
                 let total = statistics(&PartitionSummary::merge_all(&dataset, &summaries));
                 let parts = summaries.iter().map(statistics).collect::<Vec<_>>();
-                match &access {
-                    Access::Index(index) => {
-                        let share = index.estimated_rows as usize / parts.len().max(1);
+                let estimated_rows = match &access {
+                    Access::Index(index) => Some(index.estimated_rows as usize),
+                    Access::Lookup(lookup) => {
+                        Some((lookup.values.len() as f64 * lookup.rows_per_key).ceil() as usize)
+                    }
+                    _ => None,
+                };
+                // An index scan's rows lie in its range: filters above it on the same field
+                // then keep most of them rather than the range's share of the whole dataset.
+                let range_bounds = match &access {
+                    Access::Index(index) => schema.index_of(&index.field).ok().and_then(|c| {
+                        let record = &dataset.shape.dataset_type.record;
+                        let data_type = &record.fields[record.field_index(&index.field)?].data_type;
+                        let bound = |v: &Option<cairn_model::Value>| {
+                            v.as_ref()
+                                .and_then(|v| scalar(data_type, v))
+                                .map_or(Precision::Absent, Precision::Inexact)
+                        };
+                        Some((c, bound(&index.range.lower), bound(&index.range.upper)))
+                    }),
+                    _ => None,
+                };
+                match estimated_rows {
+                    Some(rows) => {
+                        let share = rows / parts.len().max(1);
                         let estimate = |s: &Arc<Statistics>, rows: usize| {
-                            Arc::new(s.as_ref().clone().with_num_rows(Precision::Inexact(rows)))
+                            let mut statistics =
+                                s.as_ref().clone().with_num_rows(Precision::Inexact(rows));
+                            if let Some((column, lower, upper)) = &range_bounds {
+                                let column = &mut statistics.column_statistics[*column];
+                                if !matches!(lower, Precision::Absent) {
+                                    column.min_value = lower.clone();
+                                }
+                                if !matches!(upper, Precision::Absent) {
+                                    column.max_value = upper.clone();
+                                }
+                            }
+                            Arc::new(statistics)
                         };
                         (
-                            estimate(&total, index.estimated_rows as usize),
+                            estimate(&total, rows),
                             parts.iter().map(|p| estimate(p, share)).collect(),
                         )
                     }
-                    _ => (total, parts),
+                    None => (total, parts),
                 }
             }
             Access::Key(_) => {
@@ -163,6 +199,57 @@ impl DatasetScanExec {
         .map(Some)
     }
 
+    /// How this scan's dataset could be read by the keys of a join on `field` (a column of
+    /// the scan's output): by the primary key if it is the dataset's only key field, else by
+    /// a btree index led by it. `None` when neither serves, or the scan already reads few
+    /// rows some other way (a key lookup, an ordered scan).
+    pub fn lookup_for(&self, field: &str) -> Option<Lookup> {
+        if !matches!(self.access, Access::Full { .. } | Access::Index(_)) {
+            return None;
+        }
+        self.schema().index_of(field).ok()?;
+        let dataset = &self.dataset;
+        let key_fields = &dataset.shape.dataset_type.primary_key;
+        if key_fields.len() == 1 && key_fields[0] == field {
+            return Some(Lookup {
+                by: LookupBy::PrimaryKey,
+                field: field.to_string(),
+                values: Vec::new(),
+                rows_per_key: 1.0,
+            });
+        }
+        let index = dataset
+            .index_definitions()
+            .into_iter()
+            .find(|d| d.fields[0] == field)?;
+        let live_rows = dataset.live_rows() as f64;
+        let rows_per_key = match dataset.distinct_estimate(field) {
+            Some(distinct) if distinct > 0 => (live_rows / distinct as f64).max(1.0),
+            _ => UNANALYZED_ROWS_PER_KEY.min(live_rows.max(1.0)),
+        };
+        Some(Lookup {
+            by: LookupBy::Index(index.name),
+            field: field.to_string(),
+            values: Vec::new(),
+            rows_per_key,
+        })
+    }
+
+    /// The same scan reading only the rows `lookup` names.
+    pub fn with_lookup(&self, lookup: Lookup) -> Result<Self> {
+        DatasetScanExec::try_new(
+            self.dataset.clone(),
+            Access::Lookup(lookup),
+            self.projection.clone(),
+            None,
+        )
+    }
+
+    /// What reading this scan's rows costs, in the cost model's scanned-row units.
+    pub fn cost(&self) -> f64 {
+        self.access.cost(self.dataset.live_rows())
+    }
+
     fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
         let counter =
@@ -192,10 +279,30 @@ impl DatasetScanExec {
                     .index_scan_partition(
                         partition,
                         &index.index,
-                        &index.range,
+                        std::slice::from_ref(&index.range),
                         projection.as_deref(),
                     )
                     .map_err(storage_error)?;
+                for batch in batches {
+                    if tx.blocking_send(Ok(batch)).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            }),
+            Access::Lookup(lookup) => builder.spawn_blocking(move || {
+                let batches = match &lookup.by {
+                    LookupBy::Index(index) => dataset.index_scan_partition(
+                        partition,
+                        index,
+                        &lookup.point_ranges(),
+                        projection.as_deref(),
+                    ),
+                    LookupBy::PrimaryKey => {
+                        primary_key_lookups(&dataset, partition, &lookup, projection.as_deref())
+                    }
+                }
+                .map_err(storage_error)?;
                 for batch in batches {
                     if tx.blocking_send(Ok(batch)).is_err() {
                         break;
@@ -247,6 +354,35 @@ impl DatasetScanExec {
         }
         builder.build()
     }
+}
+
+/// The records of partition `partition` whose primary key is one of `lookup`'s values.
+fn primary_key_lookups(
+    dataset: &Dataset,
+    partition: usize,
+    lookup: &Lookup,
+    projection: Option<&[usize]>,
+) -> cairn_storage::Result<Vec<RecordBatch>> {
+    let mut records = Vec::new();
+    for value in &lookup.values {
+        let Some(part) = KeyValue::from_value(value) else {
+            continue; // a value no key can hold matches nothing
+        };
+        let key = Key(vec![part]);
+        if dataset.partition_of(&key) as usize != partition {
+            continue;
+        }
+        if let Some(record) = dataset.get(&key)? {
+            records.push(record);
+        }
+    }
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![dataset.shape.records_batch(
+        &records.iter().collect::<Vec<_>>(),
+        projection,
+    )?])
 }
 
 /// The dataset's schema narrowed to `projection` (all of it without one).
@@ -349,6 +485,19 @@ impl DisplayAs for DatasetScanExec {
                 index.estimated_rows
             )?,
             Access::Key(key) => write!(f, ", access=key lookup {key}")?,
+            Access::Lookup(lookup) => {
+                match &lookup.by {
+                    LookupBy::PrimaryKey => write!(f, ", access=primary key lookup")?,
+                    LookupBy::Index(index) => write!(f, ", access=index lookup {index}")?,
+                }
+                write!(f, " on {}", lookup.field)?;
+                if lookup.values.is_empty() {
+                    write!(f, " for the join's keys")?;
+                } else {
+                    write!(f, " for {} keys", lookup.values.len())?;
+                }
+                write!(f, " (about {:.1} rows per key)", lookup.rows_per_key)?;
+            }
             Access::Ordered {
                 index,
                 field,

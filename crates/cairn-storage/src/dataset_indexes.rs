@@ -13,7 +13,9 @@ use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
-use crate::secondary_index::{CoveredColumn, IndexDefinition, IndexRange, value_at_path};
+use crate::secondary_index::{
+    CoveredColumn, IndexDefinition, IndexRange, ranges_contain, value_at_path,
+};
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Record;
@@ -202,13 +204,15 @@ impl Dataset {
         Ok(total)
     }
 
-    /// The live rows of partition `partition` whose leading indexed field lies in `range`,
-    /// found through index `name`, with columns `projection` of the dataset schema.
+    /// The live rows of partition `partition` whose leading indexed field lies in one of
+    /// `ranges` (sorted by lower bound and disjoint, as [`ranges_contain`] needs: one range
+    /// for a range scan, one point per key for a join's lookups), found through index `name`,
+    /// with columns `projection` of the dataset schema.
     pub fn index_scan_partition(
         &self,
         partition: usize,
         name: &str,
-        range: &IndexRange,
+        ranges: &[IndexRange],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self
@@ -222,7 +226,8 @@ impl Dataset {
         };
         let record_type = &self.shape.dataset_type.record;
         let leading = &definition.fields[0];
-        let matches = |record: &Record| range.contains(value_at_path(record_type, record, leading));
+        let matches =
+            |record: &Record| ranges_contain(ranges, value_at_path(record_type, record, leading));
         let (mut records, slots) = {
             let state = state.state.read();
             let records: Vec<Arc<Record>> = state
@@ -240,8 +245,9 @@ impl Dataset {
                 ComponentRef::Disk(disk) if covering.is_some() => {
                     // Index-only: the entries hold every column the query reads.
                     let index = disk.index(&definition)?;
-                    let positions: Vec<usize> = index
-                        .positions(range)
+                    let positions: Vec<usize> = ranges
+                        .iter()
+                        .flat_map(|range| index.positions(range))
                         .filter(|&p| !deleted.contains(index.entry(p).1 as u64))
                         .collect();
                     if positions.is_empty() {
@@ -259,12 +265,15 @@ impl Dataset {
                 }
                 ComponentRef::Disk(disk) => {
                     let index = disk.index(&definition)?;
-                    let mut rows: Vec<u64> = index
-                        .rows(index.positions(range))
+                    let mut rows: Vec<u64> = ranges
                         .iter()
+                        .flat_map(|range| index.rows(index.positions(range)))
                         .map(|&r| r as u64)
                         .filter(|r| !deleted.contains(*r))
                         .collect();
+                    if rows.is_empty() {
+                        continue;
+                    }
                     rows.sort_unstable();
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }

@@ -258,6 +258,22 @@ impl IndexRange {
     }
 }
 
+/// Whether `value` lies in one of `ranges`, which must be sorted by lower bound (unbounded
+/// first) and disjoint — the shape of an index lookup's set of keys. A binary search, so a
+/// join's thousands of keys cost a memory component little per row.
+pub fn ranges_contain(ranges: &[IndexRange], value: &Value) -> bool {
+    use crate::scan::compare_values;
+    let starts_at_or_below = ranges.partition_point(|range| {
+        range.lower.as_ref().is_none_or(|lower| {
+            matches!(
+                compare_values(lower, value),
+                Some(Ordering::Less | Ordering::Equal)
+            )
+        })
+    });
+    starts_at_or_below > 0 && ranges[starts_at_or_below - 1].contains(value)
+}
+
 /// One component's entries of one index, in value order.
 pub struct ComponentIndex {
     field_types: Vec<DataType>,

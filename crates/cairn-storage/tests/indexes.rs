@@ -31,7 +31,7 @@ fn through_index(storage: &Storage, index: &str, range: &IndexRange) -> Vec<Reco
     let mut records = Vec::new();
     for partition in 0..dataset.partitions.len() {
         for batch in dataset
-            .index_scan_partition(partition, index, range, None)
+            .index_scan_partition(partition, index, std::slice::from_ref(range), None)
             .unwrap()
         {
             for row in 0..batch.num_rows() {
@@ -155,7 +155,12 @@ fn check(storage: &Storage, model: &BTreeMap<i64, Record>, lo: i64, hi: i64) {
         let mut covered: Vec<(i64, i64, Option<String>)> = Vec::new();
         for partition in 0..dataset.partitions.len() {
             for batch in dataset
-                .index_scan_partition(partition, "by_v_covering", range, Some(&columns))
+                .index_scan_partition(
+                    partition,
+                    "by_v_covering",
+                    std::slice::from_ref(range),
+                    Some(&columns),
+                )
                 .unwrap()
             {
                 let id = batch

@@ -1,0 +1,548 @@
+//! Index nested-loop joins (ARCHITECTURE §7; BigFUN Q12–Q15 "-IX"): a physical optimizer rule
+//! that replaces a hash join whose one side is small and whose other side is a dataset scan
+//! on a field with an index (or the dataset's one-field primary key) by
+//! [`IndexNestedLoopJoinExec`], which runs the small (outer) side first, looks up the other
+//! (inner) side's rows by the outer side's distinct keys, and joins the two with DataFusion's
+//! own hash join. The inner side is read at the looked-up rows only, instead of in full.
+//!
+//! The choice is by cost, without hints: the lookup costs about `outer rows × rows per key ×`
+//! a fetched row's cost, the hash join a scan of the inner side as it was planned; the
+//! cheaper wins. At run time, if the outer side turns out to hold so many keys that the
+//! lookups would cost more than the planned scan, the join reads the inner side as planned.
+//!
+//! Restricting the inner side to the keys of the outer side is only sound where the inner
+//! side's unmatched rows never reach the output: inner joins, outer joins that preserve the
+//! outer side (so left-outer joins, which AsterixDB could not run through an index), and
+//! semi and anti joins on the outer side. `SET cairn.join_method = 'hash' | 'index'` forces a
+//! method, for experiments only.
+
+use crate::access_path::{CairnOptions, JoinOverride, Lookup};
+use crate::scan_exec::DatasetScanExec;
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use cairn_model::arrow_mapping::{arrow_type, value_at};
+use cairn_model::{DataType, Value};
+use cairn_storage::scan::compare_values;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{JoinSide, JoinType, NullEquality, internal_err, plan_err};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalExprRef};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    Partitioning, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, collect,
+};
+use futures::TryStreamExt;
+use std::fmt;
+use std::sync::Arc;
+
+#[derive(Debug, Default)]
+pub struct IndexJoin;
+
+impl PhysicalOptimizerRule for IndexJoin {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let forced = match config.extensions.get::<CairnOptions>() {
+            Some(options) => match JoinOverride::parse(&options.join_method) {
+                Ok(forced) => forced,
+                Err(message) => return plan_err!("{message}"),
+            },
+            None => JoinOverride::Auto,
+        };
+        if forced == JoinOverride::Hash {
+            return Ok(plan);
+        }
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            match plan_index_join(join, forced)? {
+                Some(replacement) => Ok(Transformed::yes(replacement)),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "cairn_index_join"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Whether the rows of `inner` that match no row of the other side can be left out of a join
+/// of type `join_type` without changing its result.
+fn may_restrict(join_type: JoinType, inner: JoinSide) -> bool {
+    use JoinType::*;
+    match inner {
+        JoinSide::Right => matches!(
+            join_type,
+            Inner | Left | LeftSemi | LeftAnti | LeftMark | RightSemi
+        ),
+        JoinSide::Left => matches!(
+            join_type,
+            Inner | Right | RightSemi | RightAnti | RightMark | LeftSemi
+        ),
+        JoinSide::None => false,
+    }
+}
+
+/// The index nested-loop join that should replace `join`, if one serves it and is cheaper
+/// (or forced).
+fn plan_index_join(
+    join: &HashJoinExec,
+    forced: JoinOverride,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let ordered_output = join.properties().output_ordering().is_some();
+    // A null-aware anti join (NOT IN) is empty if the inner side holds a null key, which a
+    // lookup by the outer side's keys would never read.
+    if join.null_equality() != NullEquality::NullEqualsNothing || join.null_aware || ordered_output
+    {
+        return Ok(None);
+    }
+    // A hash join reads both sides as planned; an index join reads its outer side as planned
+    // and looks its inner side up.
+    let hash_cost = reading_cost(join.left()) + reading_cost(join.right());
+    let mut best: Option<(f64, IndexNestedLoopJoinExec)> = None;
+    for inner_side in [JoinSide::Right, JoinSide::Left] {
+        if !may_restrict(*join.join_type(), inner_side) {
+            continue;
+        }
+        let (outer, inner) = match inner_side {
+            JoinSide::Right => (join.left(), join.right()),
+            _ => (join.right(), join.left()),
+        };
+        let outer_rows = match StatisticsContext::new()
+            .compute(outer.as_ref(), &StatisticsArgs::new())?
+            .num_rows
+        {
+            Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows as f64),
+            Precision::Absent => None,
+        };
+        for (left_key, right_key) in join.on() {
+            let (outer_key, inner_key) = match inner_side {
+                JoinSide::Right => (left_key, right_key),
+                _ => (right_key, left_key),
+            };
+            let Some(column) = inner_key.downcast_ref::<Column>() else {
+                continue;
+            };
+            let Some(scan) = scan_under(inner, column.index()) else {
+                continue;
+            };
+            let field = scan
+                .schema()
+                .field(scan_column(inner, column.index())?)
+                .name()
+                .clone();
+            let Some(lookup) = scan.lookup_for(&field) else {
+                continue;
+            };
+            let record = &scan.dataset().shape.dataset_type.record;
+            let Some(key_type) = record
+                .field_index(&field)
+                .map(|i| &record.fields[i].data_type)
+            else {
+                continue;
+            };
+            if outer_key.data_type(&outer.schema())? != arrow_type(key_type) {
+                continue;
+            }
+            let scan_cost = scan.cost();
+            let lookup_cost = outer_rows.map_or(f64::INFINITY, |rows| lookup.cost(rows));
+            let cost = reading_cost(outer) + lookup_cost;
+            let chosen = forced == JoinOverride::Index || cost < hash_cost;
+            if !chosen
+                || best
+                    .as_ref()
+                    .is_some_and(|(best_cost, _)| *best_cost <= cost)
+            {
+                continue;
+            }
+            let candidate = IndexNestedLoopJoinExec::try_new(
+                join,
+                inner_side,
+                column.index(),
+                outer_key.clone(),
+                key_type.clone(),
+                lookup,
+                scan_cost,
+                outer_rows,
+            )?;
+            best = Some((cost, candidate));
+        }
+    }
+    let Some((_, exec)) = best else {
+        return Ok(None);
+    };
+    // A parent may have been planned on the hash join's rows being hash-partitioned (a
+    // partitioned join or aggregate above it): keep that. Any other partitioning promises
+    // nothing a parent could rely on.
+    let exec: Arc<dyn ExecutionPlan> = Arc::new(exec);
+    Ok(Some(
+        match join.properties().output_partitioning().clone() {
+            partitioning @ Partitioning::Hash(..) => {
+                Arc::new(RepartitionExec::try_new(exec, partitioning)?)
+            }
+            _ => exec,
+        },
+    ))
+}
+
+/// The estimated cost of the dataset reads under `plan`, in the cost model's scanned-row
+/// units (operators above the reads are left out: they cost alike whichever way the join
+/// goes).
+fn reading_cost(plan: &Arc<dyn ExecutionPlan>) -> f64 {
+    let own = plan
+        .downcast_ref::<DatasetScanExec>()
+        .map_or(0.0, |scan| scan.cost());
+    own + plan.children().into_iter().map(reading_cost).sum::<f64>()
+}
+
+/// The dataset scan at the bottom of `plan` if `plan` is one under operators that keep each
+/// row as it is (filters, projections, repartitioning) and output column `column` is one of
+/// the scan's columns passed through unchanged.
+fn scan_under(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Option<&DatasetScanExec> {
+    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
+        return Some(scan);
+    }
+    let (child, column) = pass_through(plan, column)?;
+    scan_under(child, column)
+}
+
+/// The scan's column that output column `column` of `plan` (see [`scan_under`]) passes on.
+fn scan_column(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Result<usize> {
+    if plan.is::<DatasetScanExec>() {
+        return Ok(column);
+    }
+    match pass_through(plan, column) {
+        Some((child, column)) => scan_column(child, column),
+        None => internal_err!("column {column} of {} is not a scan column", plan.name()),
+    }
+}
+
+/// The only child of a row-preserving operator, and the child column that its output column
+/// `column` is.
+fn pass_through(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+) -> Option<(&Arc<dyn ExecutionPlan>, usize)> {
+    let child = match plan.children().as_slice() {
+        [child] => *child,
+        _ => return None,
+    };
+    if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
+        let expr = &projection.expr().get(column)?.expr;
+        return Some((child, expr.downcast_ref::<Column>()?.index()));
+    }
+    if let Some(filter) = plan.downcast_ref::<FilterExec>() {
+        return Some(match filter.projection() {
+            Some(projection) => (child, *projection.get(column)?),
+            None => (child, column),
+        });
+    }
+    let keeps_rows = plan.is::<RepartitionExec>()
+        || plan.is::<CoalescePartitionsExec>()
+        || plan.is::<CooperativeExec>();
+    keeps_rows.then_some((child, column))
+}
+
+/// `inner` with its dataset scan replaced by `scan`, and without the repartitioning the hash
+/// join had planned for it (the join this plan feeds collects or streams it whole).
+fn with_scan(
+    inner: &Arc<dyn ExecutionPlan>,
+    scan: Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if inner.is::<DatasetScanExec>() {
+        return Ok(scan);
+    }
+    let children = inner.children();
+    let [child] = children.as_slice() else {
+        return internal_err!("{} is not a row-preserving operator", inner.name());
+    };
+    let child = with_scan(child, scan)?;
+    if inner.is::<RepartitionExec>() || inner.is::<CoalescePartitionsExec>() {
+        return Ok(child);
+    }
+    inner.clone().replace_children(
+        vec![child],
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )
+}
+
+/// A hash join whose inner side is read by lookups of the outer side's keys.
+#[derive(Debug)]
+pub struct IndexNestedLoopJoinExec {
+    /// The join as planned: its keys, filter, type, projection and the inner side as it was.
+    join: Arc<HashJoinExec>,
+    inner_side: JoinSide,
+    /// The outer side (evaluated first) and the inner side reading the lookup's rows.
+    outer: Arc<dyn ExecutionPlan>,
+    inner: Arc<dyn ExecutionPlan>,
+    /// The outer side's join key, over the outer side's rows, and the inner field's type.
+    outer_key: PhysicalExprRef,
+    key_type: DataType,
+    lookup: Lookup,
+    /// What reading the inner side as planned costs (the run-time fallback's threshold).
+    scan_cost: f64,
+    estimated_outer_rows: Option<f64>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl IndexNestedLoopJoinExec {
+    fn try_new(
+        join: &HashJoinExec,
+        inner_side: JoinSide,
+        inner_column: usize,
+        outer_key: PhysicalExprRef,
+        key_type: DataType,
+        lookup: Lookup,
+        scan_cost: f64,
+        estimated_outer_rows: Option<f64>,
+    ) -> Result<Self> {
+        let (outer, planned_inner) = match inner_side {
+            JoinSide::Right => (join.left(), join.right()),
+            _ => (join.right(), join.left()),
+        };
+        let Some(scan) = scan_under(planned_inner, inner_column) else {
+            return internal_err!("index join without a dataset scan on its inner side");
+        };
+        let inner = with_scan(planned_inner, Arc::new(scan.with_lookup(lookup.clone())?))?;
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(join.schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        let join = Arc::new(join.builder().build()?);
+        Ok(IndexNestedLoopJoinExec {
+            join,
+            inner_side,
+            outer: outer.clone(),
+            inner,
+            outer_key,
+            key_type,
+            lookup,
+            scan_cost,
+            estimated_outer_rows,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// The children in the join's order (left, right).
+    fn ordered<T>(&self, outer: T, inner: T) -> [T; 2] {
+        match self.inner_side {
+            JoinSide::Right => [outer, inner],
+            _ => [inner, outer],
+        }
+    }
+}
+
+/// The distinct non-null values of `key` over `batches`, sorted, as values of `key_type`.
+fn distinct_keys(
+    batches: &[RecordBatch],
+    key: &PhysicalExprRef,
+    key_type: &DataType,
+) -> Result<Vec<Value>> {
+    let mut values = Vec::new();
+    for batch in batches {
+        let array: ArrayRef = key.evaluate(batch)?.into_array(batch.num_rows())?;
+        for row in 0..array.len() {
+            if array.is_valid(row) {
+                values.push(value_at(key_type, array.as_ref(), row));
+            }
+        }
+    }
+    values.retain(|v| !v.is_null_or_missing());
+    values.sort_by(|a, b| compare_values(a, b).unwrap_or(std::cmp::Ordering::Equal));
+    values.dedup();
+    Ok(values)
+}
+
+impl DisplayAs for IndexNestedLoopJoinExec {
+    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let on: Vec<String> = self
+            .join
+            .on()
+            .iter()
+            .map(|(l, r)| format!("({l}, {r})"))
+            .collect();
+        write!(
+            f,
+            "IndexNestedLoopJoinExec: join_type={:?}, on=[{}], outer={}",
+            self.join.join_type(),
+            on.join(", "),
+            if self.inner_side == JoinSide::Right {
+                "left"
+            } else {
+                "right"
+            },
+        )?;
+        if let Some(rows) = self.estimated_outer_rows {
+            write!(f, " (estimated {rows:.0} rows)")?;
+        }
+        if let Some(filter) = self.join.filter() {
+            write!(f, ", filter={}", filter.expression())?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for IndexNestedLoopJoinExec {
+    fn name(&self) -> &str {
+        "IndexNestedLoopJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        self.ordered(&self.outer, &self.inner).to_vec()
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        f(&self.outer_key)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).or_else(|c| {
+            internal_err!("IndexNestedLoopJoinExec has 2 children, got {}", c.len())
+        })?;
+        let (outer, inner) = match self.inner_side {
+            JoinSide::Right => (left, right),
+            _ => (right, left),
+        };
+        Ok(Arc::new(IndexNestedLoopJoinExec {
+            join: self.join.clone(),
+            inner_side: self.inner_side,
+            outer,
+            inner,
+            outer_key: self.outer_key.clone(),
+            key_type: self.key_type.clone(),
+            lookup: self.lookup.clone(),
+            scan_cost: self.scan_cost,
+            estimated_outer_rows: self.estimated_outer_rows,
+            properties: self.properties.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!(
+                "IndexNestedLoopJoinExec has one partition, asked for {partition}"
+            );
+        }
+        let keys = MetricBuilder::new(&self.metrics).counter("lookup_keys", 0);
+        let fell_back = MetricBuilder::new(&self.metrics).counter("scanned_instead", 0);
+        let join = self.join.clone();
+        let inner_side = self.inner_side;
+        let outer = self.outer.clone();
+        let planned_inner = match inner_side {
+            JoinSide::Right => join.right().clone(),
+            _ => join.left().clone(),
+        };
+        let inner = self.inner.clone();
+        let outer_key = self.outer_key.clone();
+        let key_type = self.key_type.clone();
+        let lookup = self.lookup.clone();
+        let scan_cost = self.scan_cost;
+        let run = async move {
+            let outer_batches = collect(outer.clone(), context.clone()).await?;
+            let values = distinct_keys(&outer_batches, &outer_key, &key_type)?;
+            keys.add(values.len());
+            let inner: Arc<dyn ExecutionPlan> = if lookup.cost(values.len() as f64) > scan_cost {
+                // The outer side was far larger than estimated: lookups would cost more than
+                // the scan the hash join had planned.
+                fell_back.add(1);
+                planned_inner
+            } else {
+                let lookup = Lookup { values, ..lookup };
+                inner
+                    .transform_up(|node| match node.downcast_ref::<DatasetScanExec>() {
+                        Some(scan) => Ok(Transformed::yes(Arc::new(
+                            scan.with_lookup(lookup.clone())?,
+                        ) as _)),
+                        None => Ok(Transformed::no(node)),
+                    })
+                    .data()?
+            };
+            let outer: Arc<dyn ExecutionPlan> =
+                MemorySourceConfig::try_new_exec(&[outer_batches], outer.schema(), None)?;
+            let [left, right] = match inner_side {
+                JoinSide::Right => [outer, inner],
+                _ => [inner, outer],
+            };
+            let left: Arc<dyn ExecutionPlan> = if left.output_partitioning().partition_count() > 1 {
+                Arc::new(CoalescePartitionsExec::new(left))
+            } else {
+                left
+            };
+            let hash_join = join
+                .builder()
+                .with_new_children(vec![left, right])?
+                .with_partition_mode(PartitionMode::CollectLeft)
+                .reset_state()
+                .build_exec()?;
+            let whole: Arc<dyn ExecutionPlan> =
+                if hash_join.output_partitioning().partition_count() > 1 {
+                    Arc::new(CoalescePartitionsExec::new(hash_join))
+                } else {
+                    hash_join
+                };
+            whole.execute(0, context)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema(),
+            futures::stream::once(run).try_flatten(),
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
