@@ -1,12 +1,13 @@
 //! The index benchmark (issue: secondary indexes and cost-based access paths): BigFUN data at
 //! a given scale, btree indexes on GleambookUsers.user_since, ChirpMessages.send_time and
-//! GleambookMessages.author_id, the range queries Q3 and Q6 in S/M/L versions, the top-k Q10,
+//! GleambookMessages.author_id and an rtree on ChirpMessages.sender_location, the range
+//! queries Q3 and Q6 and the spatial selection Q9 in S/M/L versions, the top-k Q10,
 //! and the joins Q12-IX and Q13-IX in S/M/L versions, each timed with the plan Cairn chooses
 //! and with every path forced (`SET cairn.access_path` for scans, `SET cairn.join_method` for
 //! joins). Writes `indexes.md` and raw JSON.
 
 use crate::bigfun::BigfunRun;
-use crate::bigfun::records::{DATETIME_HI, DATETIME_LO, format_datetime};
+use crate::bigfun::records::{DATETIME_HI, DATETIME_LO, LATITUDE, LONGITUDE, format_datetime};
 use crate::bigfun::{GenerateOptions, generate_to_dir};
 use crate::environment::Environment;
 use crate::stats::median;
@@ -121,6 +122,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
          CREATE INDEX users_since_id ON GleambookUsers(user_since) INCLUDE (id);
          CREATE INDEX chirps_send_time ON ChirpMessages(send_time);
          CREATE INDEX messages_author_id ON GleambookMessages(author_id);
+         CREATE INDEX chirps_location ON ChirpMessages(sender_location) TYPE RTREE;
          ANALYZE GleambookMessages",
     )
     .await?;
@@ -132,6 +134,7 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         ("Q3", config.users),
         ("Q3-ids", config.users),
         ("Q6", chirps),
+        ("Q9", chirps),
     ]
     .into_iter()
     .flat_map(|(query, population)| versions.map(|(v, t)| (query, population, v, t)));
@@ -149,9 +152,20 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         let target = target.min(population as f64 / 10.0);
         let (lo, hi) = window(target, population);
         let word = if version == "S" { "Lumia" } else { "Galaxy" };
+        // Q9: a circle around the middle of the (uniformly covered) location box holding
+        // about `target` chirps.
+        let (x, y) = (
+            (LATITUDE.0 + LATITUDE.1) / 2.0,
+            (LONGITUDE.0 + LONGITUDE.1) / 2.0,
+        );
+        let area = (LATITUDE.1 - LATITUDE.0) * (LONGITUDE.1 - LONGITUDE.0);
+        let radius = (target * area / (population.max(1) as f64 * std::f64::consts::PI)).sqrt();
         let sql = match query {
             "Q10" => format!(
                 "SELECT send_time, message_text FROM ChirpMessages WHERE contains_word(message_text, '{word}') ORDER BY send_time DESC LIMIT 10"
+            ),
+            "Q9" => format!(
+                "SELECT c.user.screen_name AS screen_name, c.message_text FROM ChirpMessages c WHERE spatial_intersect(c.sender_location, circle(point({x:.6}, {y:.6}), {radius:.6}))"
             ),
             "Q3" => format!(
                 "SELECT * FROM GleambookUsers WHERE user_since >= TIMESTAMP '{lo}' AND user_since < TIMESTAMP '{hi}'"
@@ -230,6 +244,11 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
             ),
             "Q3" => sql.replacen("SELECT *", "SELECT count(*)", 1),
             "Q3-ids" => sql.replacen("SELECT id", "SELECT count(*)", 1),
+            "Q9" => sql.replacen(
+                "SELECT c.user.screen_name AS screen_name, c.message_text",
+                "SELECT count(*)",
+                1,
+            ),
             "Q10" => format!(
                 "SELECT count(*) FROM ChirpMessages WHERE contains_word(message_text, '{word}')"
             ),
@@ -289,7 +308,7 @@ async fn count_of(
 
 fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
     let mut text = format!(
-        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {:.1} s; the four indexes built and GleambookMessages analyzed in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included); the three paths take turns run by run. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
+        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {:.1} s; the five indexes built and GleambookMessages analyzed in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13); rtree `chirps_location` on ChirpMessages(sender_location)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included); the three paths take turns run by run. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
         report.environment.markdown(),
         report.users,
         report.messages,
@@ -324,6 +343,8 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
                     "ordered index (top-k)"
                 } else if t.plan.contains("access=index-only scan") {
                     "index-only"
+                } else if t.plan.contains("access=rtree scan") {
+                    "rtree"
                 } else if t.plan.contains("access=index scan") {
                     "index"
                 } else {
@@ -352,7 +373,7 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
         ));
     }
     text.push_str(&format!(
-        "\nTargets: every S version ≥ 50× faster through the index than by forced full scan — **{}**; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword, with no keyword index: the top-k reads ChirpMessages in `send_time` order through the btree and stops at 10 matches (its \"qualifying\" column counts the chirps containing the word). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
+        "\nTargets: every S version ≥ 50× faster through the index than by forced full scan — **{}**; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q9 the sender and text of the chirps within a circle (the rtree reads the circle's bounding box, the filter above keeps the circle); Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword, with no keyword index: the top-k reads ChirpMessages in `send_time` order through the btree and stops at 10 matches (its \"qualifying\" column counts the chirps containing the word). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
         if s_ok { "met" } else { "not met" },
         if chosen_ok { "met" } else { "not met" }
     ));

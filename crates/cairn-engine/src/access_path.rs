@@ -10,7 +10,8 @@
 use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
 use cairn_storage::scan::compare_values;
-use cairn_storage::{ColumnRange, IndexRange, ScanRequest};
+use cairn_storage::spatial_index::BoundingBox;
+use cairn_storage::{ColumnRange, IndexKind, IndexRange, ScanRequest};
 use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
 use std::cmp::Ordering;
@@ -141,6 +142,24 @@ pub struct IndexAccess {
     pub covering: bool,
 }
 
+/// `spatial_intersect(field, shape)` with a constant shape, as the scan's filters hold it:
+/// the point or rectangle field's path and the shape's bounding box.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpatialFilter {
+    pub field: String,
+    pub query: BoundingBox,
+}
+
+/// An rtree scan the planner chose: the rows whose field meets `query`'s box.
+#[derive(Debug, Clone)]
+pub struct SpatialAccess {
+    pub index: String,
+    pub field: String,
+    pub query: BoundingBox,
+    /// Entries meeting the box (an upper bound on rows: deleted rows still count).
+    pub estimated_rows: u64,
+}
+
 /// How a scan reaches its rows.
 #[derive(Debug, Clone)]
 pub enum Access {
@@ -154,6 +173,8 @@ pub enum Access {
     Key(cairn_model::Key),
     /// The rows an index names for a range of its leading field.
     Index(IndexAccess),
+    /// The rows an rtree names for a box.
+    Spatial(SpatialAccess),
     /// Every row, in the order of an index's leading field (for top-k: the reader stops when
     /// the query has its k rows).
     Ordered {
@@ -173,6 +194,7 @@ impl Access {
             Access::Full { .. } | Access::Ordered { .. } => live_rows as f64 * SCAN_ROW_COST,
             Access::Key(_) => FETCH_ROW_COST,
             Access::Index(index) => cost(index),
+            Access::Spatial(spatial) => spatial.estimated_rows as f64 * FETCH_ROW_COST,
             Access::Lookup(lookup) => lookup.cost(lookup.values.len() as f64),
         }
     }
@@ -242,17 +264,37 @@ fn cost(index: &IndexAccess) -> f64 {
     index.estimated_rows as f64 * per_row
 }
 
-/// Chooses between a full scan and the indexes whose leading field the filters bound.
+/// Chooses between a full scan, the btree indexes whose leading field the filters bound, and
+/// the rtrees on the fields of spatial filters.
 pub fn choose(
     dataset: &Dataset,
     ranges: Vec<ColumnRange>,
+    spatial: &[SpatialFilter],
     projection: Option<&[usize]>,
     forced: AccessOverride,
 ) -> cairn_storage::Result<Access> {
     let live_rows = dataset.live_rows();
     let mut best: Option<IndexAccess> = None;
+    let mut best_spatial: Option<SpatialAccess> = None;
     for definition in dataset.index_definitions() {
         let field = &definition.fields[0];
+        if definition.kind == IndexKind::Rtree {
+            for filter in spatial.iter().filter(|f| f.field == *field) {
+                let estimated_rows = dataset.spatial_estimate(&definition.name, &filter.query)?;
+                if best_spatial
+                    .as_ref()
+                    .is_none_or(|b| estimated_rows < b.estimated_rows)
+                {
+                    best_spatial = Some(SpatialAccess {
+                        index: definition.name.clone(),
+                        field: field.clone(),
+                        query: filter.query,
+                        estimated_rows,
+                    });
+                }
+            }
+            continue;
+        }
         let Some(range) = combined_range(&ranges, field) else {
             continue;
         };
@@ -285,21 +327,31 @@ pub fn choose(
         },
         rejected,
     };
-    let Some(index) = best else {
-        return Ok(full(None));
+    // The cheaper of the best btree and the best rtree.
+    let spatial = |rtree: SpatialAccess| {
+        let (name, rows) = (rtree.index.clone(), rtree.estimated_rows);
+        (Access::Spatial(rtree), name, rows)
     };
-    let index_cost = cost(&index);
+    let btree = |btree: IndexAccess| {
+        let (name, rows) = (btree.index.clone(), btree.estimated_rows);
+        (Access::Index(btree), name, rows)
+    };
+    let (index, name, estimated_rows) = match (best, best_spatial) {
+        (None, None) => return Ok(full(None)),
+        (Some(b), Some(r)) if (r.estimated_rows as f64 * FETCH_ROW_COST) < cost(&b) => spatial(r),
+        (Some(b), _) => btree(b),
+        (None, Some(r)) => spatial(r),
+    };
+    let index_cost = index.cost(live_rows);
     let scan_cost = live_rows as f64 * SCAN_ROW_COST;
     Ok(match forced {
-        AccessOverride::Index => Access::Index(index),
+        AccessOverride::Index => index,
         AccessOverride::FullScan => full(Some(format!(
-            "index {} forced off by cairn.access_path",
-            index.index
+            "index {name} forced off by cairn.access_path"
         ))),
-        AccessOverride::Auto if index_cost < scan_cost => Access::Index(index),
+        AccessOverride::Auto if index_cost < scan_cost => index,
         AccessOverride::Auto => full(Some(format!(
-            "index {} would read about {} of {live_rows} rows; scanning is cheaper",
-            index.index, index.estimated_rows
+            "index {name} would read about {estimated_rows} of {live_rows} rows; scanning is cheaper"
         ))),
     })
 }

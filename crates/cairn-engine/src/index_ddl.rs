@@ -36,14 +36,14 @@ impl Database {
         }
         let kind = match kind {
             IndexKindSyntax::Btree => IndexKind::Btree,
+            IndexKindSyntax::Rtree => IndexKind::Rtree,
             other => {
                 let spelled = match other {
                     IndexKindSyntax::Ngram(k) => format!("NGRAM({k})"),
-                    IndexKindSyntax::Rtree => "RTREE".to_string(),
                     _ => "KEYWORD".to_string(),
                 };
                 return Err(EngineError::NotImplemented(format!(
-                    "{spelled} indexes (index {name}); only BTREE is available"
+                    "{spelled} indexes (index {name}); BTREE and RTREE are available"
                 )));
             }
         };

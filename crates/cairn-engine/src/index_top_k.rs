@@ -9,6 +9,7 @@
 
 use crate::access_path::{AccessOverride, CairnOptions};
 use crate::scan_exec::DatasetScanExec;
+use cairn_storage::IndexKind;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
@@ -106,7 +107,7 @@ fn in_index_order(
         let Some(index) = dataset
             .index_definitions()
             .into_iter()
-            .find(|d| d.fields[0] == field)
+            .find(|d| d.kind == IndexKind::Btree && d.fields[0] == field)
         else {
             return Ok(None);
         };

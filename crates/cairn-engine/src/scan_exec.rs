@@ -10,7 +10,7 @@ use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
-use cairn_storage::{ColumnSummary, PartitionSummary, ScanRequest};
+use cairn_storage::{ColumnSummary, IndexKind, PartitionSummary, ScanRequest};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -69,7 +69,11 @@ impl DatasetScanExec {
     ) -> Result<Self> {
         let schema = projected_schema(&dataset, projection.as_ref())?;
         let (statistics, partition_statistics) = match &access {
-            Access::Full { .. } | Access::Index(_) | Access::Ordered { .. } | Access::Lookup(_) => {
+            Access::Full { .. }
+            | Access::Index(_)
+            | Access::Spatial(_)
+            | Access::Ordered { .. }
+            | Access::Lookup(_) => {
                 let summaries = (0..dataset.partitions.len())
                     .map(|index| dataset.partition_summary(index))
                     .collect::<cairn_storage::Result<Vec<_>>>()
@@ -83,6 +87,7 @@ impl DatasetScanExec {
                 let parts = summaries.iter().map(statistics).collect::<Vec<_>>();
                 let estimated_rows = match &access {
                     Access::Index(index) => Some(index.estimated_rows as usize),
+                    Access::Spatial(spatial) => Some(spatial.estimated_rows as usize),
                     Access::Lookup(lookup) => {
                         Some((lookup.values.len() as f64 * lookup.rows_per_key).ceil() as usize)
                     }
@@ -221,7 +226,7 @@ impl DatasetScanExec {
         let index = dataset
             .index_definitions()
             .into_iter()
-            .find(|d| d.fields[0] == field)?;
+            .find(|d| d.kind == IndexKind::Btree && d.fields[0] == field)?;
         let live_rows = dataset.live_rows() as f64;
         let rows_per_key = match dataset.distinct_estimate(field) {
             Some(distinct) if distinct > 0 => (live_rows / distinct as f64).max(1.0),
@@ -280,6 +285,22 @@ impl DatasetScanExec {
                         partition,
                         &index.index,
                         std::slice::from_ref(&index.range),
+                        projection.as_deref(),
+                    )
+                    .map_err(storage_error)?;
+                for batch in batches {
+                    if tx.blocking_send(Ok(batch)).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            }),
+            Access::Spatial(spatial) => builder.spawn_blocking(move || {
+                let batches = dataset
+                    .spatial_scan_partition(
+                        partition,
+                        &spatial.index,
+                        &spatial.query,
                         projection.as_deref(),
                     )
                     .map_err(storage_error)?;
@@ -485,6 +506,14 @@ impl DisplayAs for DatasetScanExec {
                 index.estimated_rows
             )?,
             Access::Key(key) => write!(f, ", access=key lookup {key}")?,
+            Access::Spatial(spatial) => {
+                let [min_x, min_y, max_x, max_y] = spatial.query;
+                write!(
+                    f,
+                    ", access=rtree scan {} on {} meeting box [{min_x}, {min_y}, {max_x}, {max_y}] (estimated {} rows)",
+                    spatial.index, spatial.field, spatial.estimated_rows
+                )?
+            }
             Access::Lookup(lookup) => {
                 match &lookup.by {
                     LookupBy::PrimaryKey => write!(f, ", access=primary key lookup")?,

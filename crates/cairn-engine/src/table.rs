@@ -3,10 +3,11 @@
 //! pruning and `key = literal` answered by a point lookup; inserts written through
 //! [`DatasetSink`].
 
-use crate::access_path::{Access, AccessOverride, CairnOptions, choose};
+use crate::access_path::{Access, AccessOverride, CairnOptions, SpatialFilter, choose};
 use crate::dml::DatasetSink;
 use crate::scan_exec::{DatasetScanExec, projected_schema, to_statistics};
 use crate::scan_filter::{comparison_range, scan_can_evaluate, scan_filter};
+use arrow::array::Array;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use cairn_model::{DataType, Key, KeyValue, Value};
@@ -110,6 +111,55 @@ pub(crate) fn comparison(dataset: &Dataset, expr: &Expr) -> Option<(String, Oper
     .then_some((path, op, value))
 }
 
+/// `spatial_intersect(field, shape)` (either way round) on a declared point or rectangle field
+/// and a constant shape (DataFusion folds `circle(point(x, y), r)` into a struct literal): the
+/// field's path and the shape's bounding box.
+pub(crate) fn spatial_filter(dataset: &Dataset, expr: &Expr) -> Option<SpatialFilter> {
+    let Expr::ScalarFunction(call) = expr else {
+        return None;
+    };
+    if call.func.name() != "spatial_intersect" {
+        return None;
+    }
+    let [a, b] = call.args.as_slice() else {
+        return None;
+    };
+    let (field, shape) = match (field_path(a), field_path(b)) {
+        (Some(field), None) => (field, b),
+        (None, Some(field)) => (field, a),
+        _ => return None,
+    };
+    let data_type = field_type(&dataset.shape.dataset_type.record, &field)?;
+    if !matches!(data_type, DataType::Point | DataType::Rectangle) {
+        return None;
+    }
+    let Expr::Literal(ScalarValue::Struct(shape), _) = shape else {
+        return None;
+    };
+    if shape.len() != 1 || shape.is_null(0) {
+        return None;
+    }
+    let coordinate = |name: &str| -> Option<f64> {
+        let column = shape.column_by_name(name)?;
+        let value = ScalarValue::try_from_array(column, 0).ok()?;
+        match value.cast_to(&arrow::datatypes::DataType::Float64).ok()? {
+            ScalarValue::Float64(Some(v)) if v.is_finite() => Some(v),
+            _ => None,
+        }
+    };
+    let query = if let Some(radius) = coordinate("radius") {
+        let (x, y) = (coordinate("x")?, coordinate("y")?);
+        [x - radius, y - radius, x + radius, y + radius]
+    } else if let (Some(x1), Some(y1)) = (coordinate("x1"), coordinate("y1")) {
+        let (x2, y2) = (coordinate("x2")?, coordinate("y2")?);
+        [x1.min(x2), y1.min(y2), x1.max(x2), y1.max(y2)]
+    } else {
+        let (x, y) = (coordinate("x")?, coordinate("y")?);
+        [x, y, x, y]
+    };
+    Some(SpatialFilter { field, query })
+}
+
 impl DatasetTable {
     /// The ranges the filters imply on fields (dotted paths for nested ones): for choosing an
     /// index, and, on top-level fields, for row-group pruning.
@@ -203,6 +253,10 @@ impl TableProvider for DatasetTable {
             None => choose(
                 &self.dataset,
                 self.ranges(filters),
+                &filters
+                    .iter()
+                    .filter_map(|f| spatial_filter(&self.dataset, f))
+                    .collect::<Vec<_>>(),
                 projection.map(|p| p.as_slice()),
                 forced,
             )

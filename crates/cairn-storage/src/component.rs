@@ -10,6 +10,7 @@ use crate::cache::ByteLru;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::ComponentIndex;
 use crate::shape::DatasetShape;
+use crate::spatial_index::SpatialIndex;
 use crate::statistics::{CachedSummaries, ColumnSummaries};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
@@ -256,6 +257,9 @@ pub struct DiskComponent {
     summaries: CachedSummaries,
     /// Secondary indexes read or built so far, by index name.
     pub(crate) indexes: parking_lot::Mutex<std::collections::HashMap<String, Arc<ComponentIndex>>>,
+    /// The rtrees read so far, by index name.
+    pub(crate) spatial_indexes:
+        parking_lot::Mutex<std::collections::HashMap<String, Arc<SpatialIndex>>>,
     /// Indexes whose file is known to exist, so every manifest write need not look again.
     pub(crate) index_files: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
@@ -318,6 +322,7 @@ impl DiskComponent {
             obsolete: AtomicBool::new(false),
             summaries: CachedSummaries::new(),
             indexes: Default::default(),
+            spatial_indexes: Default::default(),
             index_files: Default::default(),
         };
         for rg in 0..metadata.num_row_groups() {

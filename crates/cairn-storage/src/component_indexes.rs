@@ -4,7 +4,8 @@
 
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
-use crate::secondary_index::{ComponentIndex, IndexDefinition, column_at_path};
+use crate::secondary_index::{ComponentIndex, IndexDefinition, IndexKind, column_at_path};
+use crate::spatial_index::{SpatialIndex, column_boxes};
 use arrow::array::{ArrayRef, RecordBatch};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
@@ -23,6 +24,12 @@ impl DiskComponent {
     /// else built from the component's columns and written. A damaged file is rebuilt (an
     /// index is derived data) with a warning.
     pub fn index(&self, definition: &IndexDefinition) -> Result<Arc<ComponentIndex>> {
+        if definition.kind != IndexKind::Btree {
+            return Err(StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message: format!("index {} is not a btree", definition.name),
+            });
+        }
         let mut indexes = self.indexes.lock();
         if let Some(index) = indexes.get(&definition.name) {
             return Ok(index.clone());
@@ -52,6 +59,63 @@ impl DiskComponent {
                 let mut columns = self.indexed_columns(definition)?;
                 let included = columns.split_off(definition.fields.len());
                 let index = ComponentIndex::build(field_types, &columns, &included)?;
+                index.write(&self.directory(), &file_name)?;
+                index
+            }
+        };
+        let index = Arc::new(index);
+        indexes.insert(definition.name.clone(), index.clone());
+        Ok(index)
+    }
+
+    /// The component's rtree `definition`: cached, else read from its file, else built from
+    /// the component's column and written (a damaged file is rebuilt, as for a btree).
+    pub fn spatial_index(&self, definition: &IndexDefinition) -> Result<Arc<SpatialIndex>> {
+        if definition.kind != IndexKind::Rtree {
+            return Err(StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message: format!("index {} is not an rtree", definition.name),
+            });
+        }
+        let mut indexes = self.spatial_indexes.lock();
+        if let Some(index) = indexes.get(&definition.name) {
+            return Ok(index.clone());
+        }
+        let file_name = definition.file_name(self.id);
+        let path = self.directory().join(&file_name);
+        let read = if path.exists() {
+            match SpatialIndex::read(&path, self.rows) {
+                Ok(index) => Some(index),
+                Err(error) => {
+                    tracing::warn!(%error, "rebuilding a damaged rtree file");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let index = match read {
+            Some(index) => index,
+            None => {
+                let columns = self.indexed_columns(definition)?;
+                let boxes = columns
+                    .first()
+                    .and_then(|column| column_boxes(column.as_ref()))
+                    .ok_or_else(|| {
+                        StorageError::corrupt(
+                            &self.path,
+                            format!(
+                                "`{}` is not a point or rectangle column",
+                                definition.fields[0]
+                            ),
+                        )
+                    })?;
+                let entries = boxes
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(row, b)| Some((b?, row as u32)))
+                    .collect();
+                let index = SpatialIndex::build(entries);
                 index.write(&self.directory(), &file_name)?;
                 index
             }
@@ -106,6 +170,7 @@ impl DiskComponent {
     pub fn ensure_index_file(&self, definition: &IndexDefinition) -> Result<()> {
         if self.index_files.lock().contains(&definition.name)
             || self.indexes.lock().contains_key(&definition.name)
+            || self.spatial_indexes.lock().contains_key(&definition.name)
         {
             return Ok(());
         }
@@ -114,7 +179,10 @@ impl DiskComponent {
             .join(definition.file_name(self.id))
             .exists()
         {
-            self.index(definition)?;
+            match definition.kind {
+                IndexKind::Btree => drop(self.index(definition)?),
+                IndexKind::Rtree => drop(self.spatial_index(definition)?),
+            }
         }
         self.index_files.lock().insert(definition.name.clone());
         Ok(())
@@ -123,6 +191,7 @@ impl DiskComponent {
     /// Forgets index `name` and deletes its file.
     pub fn drop_index(&self, name: &str) {
         self.indexes.lock().remove(name);
+        self.spatial_indexes.lock().remove(name);
         self.index_files.lock().remove(name);
         let path = self.directory().join(format!("c{}.{name}.idx", self.id));
         let _ = std::fs::remove_file(path);

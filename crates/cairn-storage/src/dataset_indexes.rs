@@ -166,7 +166,7 @@ impl Dataset {
         Ok(())
     }
 
-    fn unknown_index(&self, name: &str) -> StorageError {
+    pub(crate) fn unknown_index(&self, name: &str) -> StorageError {
         StorageError::UnknownIndex {
             dataset: self.shape.name.clone(),
             index: name.to_string(),

@@ -29,6 +29,9 @@ pub enum IndexKind {
     /// Ordered values: equality and range search on the leading field.
     #[default]
     Btree,
+    /// Bounding boxes of one point or rectangle field: intersection search
+    /// (`spatial_index.rs`).
+    Rtree,
 }
 
 /// A secondary index as declared: its name, the fields it orders by (field names, or dotted
@@ -98,6 +101,12 @@ impl IndexDefinition {
                 self.name
             ));
         }
+        if self.kind == IndexKind::Rtree && (self.fields.len() != 1 || !self.include.is_empty()) {
+            return Err(format!(
+                "index `{}`: an rtree covers exactly one field and includes none",
+                self.name
+            ));
+        }
         for (i, path) in self.fields.iter().enumerate() {
             if self.fields[..i].contains(path) {
                 return Err(format!("index `{}` names field `{path}` twice", self.name));
@@ -108,11 +117,20 @@ impl IndexDefinition {
                     self.name
                 )
             })?;
-            if !orderable(data_type) {
-                return Err(format!(
-                    "index `{}`: a btree cannot order field `{path}` of type {data_type}",
-                    self.name
-                ));
+            match self.kind {
+                IndexKind::Btree if !orderable(data_type) => {
+                    return Err(format!(
+                        "index `{}`: a btree cannot order field `{path}` of type {data_type}",
+                        self.name
+                    ));
+                }
+                IndexKind::Rtree if !matches!(data_type, DataType::Point | DataType::Rectangle) => {
+                    return Err(format!(
+                        "index `{}`: an rtree indexes a point or rectangle field; `{path}` is {data_type}",
+                        self.name
+                    ));
+                }
+                _ => {}
             }
         }
         for (i, path) in self.include.iter().enumerate() {

@@ -1,0 +1,174 @@
+//! Rtree indexes: a small circle or rectangle is answered through the rtree and a large one by
+//! a full scan, both giving exactly the rows a forced full scan gives — on points and on
+//! rectangles, under random inserts, upserts, deletes, flushes and merges — and a bad rtree
+//! definition is refused by name.
+
+use arrow::util::pretty::pretty_format_batches;
+use cairn_engine::Database;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+async fn explain(db: &Database, query: &str) -> String {
+    let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
+    pretty_format_batches(&batches).unwrap().to_string()
+}
+
+/// The query's rows as sorted text lines.
+async fn rows(db: &Database, query: &str) -> Vec<String> {
+    let batches = db.sql(query).await.unwrap();
+    let text = pretty_format_batches(&batches).unwrap().to_string();
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The answer through the chosen path and through a forced full scan, which must agree.
+async fn checked(db: &Database, query: &str) -> Vec<String> {
+    let chosen = rows(db, query).await;
+    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
+    let scanned = rows(db, query).await;
+    db.sql("SET cairn.access_path = 'auto'").await.unwrap();
+    assert_eq!(chosen, scanned, "{query}");
+    chosen
+}
+
+fn place(id: i64, rng: &mut StdRng) -> String {
+    let (x, y) = (rng.random_range(0.0..100.0), rng.random_range(0.0..100.0));
+    let (w, h) = (rng.random_range(0.0..2.0), rng.random_range(0.0..2.0));
+    format!(
+        r#"{{"id": {id}, "at": [{x}, {y}], "area": [[{x}, {y}], [{}, {}]]}}"#,
+        x + w,
+        y + h
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rtree_scans_agree_with_full_scans_under_random_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.execute_script(
+        "CREATE TYPE Place AS { id: int64, at: point, area: rectangle? };
+         CREATE DATASET Places(Place) PRIMARY KEY id WITH (partitions = 2)",
+    )
+    .await
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(9);
+    let places: Vec<String> = (0..20_000).map(|id| place(id, &mut rng)).collect();
+    for chunk in places.chunks(5_000) {
+        db.sql(&format!("INSERT INTO Places [{}]", chunk.join(", ")))
+            .await
+            .unwrap();
+    }
+    db.storage().flush("Places").unwrap();
+    db.execute_script(
+        "CREATE INDEX places_at ON Places(at) TYPE RTREE;
+         CREATE INDEX places_area ON Places(area) TYPE RTREE",
+    )
+    .await
+    .unwrap();
+
+    let small = "SELECT id FROM Places WHERE spatial_intersect(at, circle(point(50, 50), 2))";
+    let plan = explain(&db, small).await;
+    assert!(
+        plan.contains("access=rtree scan places_at on at meeting box [48, 48, 52, 52]"),
+        "{plan}"
+    );
+    let large = "SELECT id FROM Places WHERE spatial_intersect(at, circle(point(50, 50), 80))";
+    assert!(explain(&db, large).await.contains("access=full scan"));
+    let areas = "SELECT id FROM Places WHERE spatial_intersect(area, rectangle(point(10, 10), point(12, 13)))";
+    assert!(
+        explain(&db, areas)
+            .await
+            .contains("access=rtree scan places_area")
+    );
+    // Points in a circle of radius 2: about π·4/10⁴ of 20,000, some 25.
+    let found = checked(&db, small).await.len();
+    assert!((5..80).contains(&found), "{found}");
+    assert_eq!(checked(&db, large).await.len(), 20_000);
+
+    let mut next_id = 20_000;
+    for round in 0..10 {
+        let mut statements = Vec::new();
+        for _ in 0..300 {
+            match rng.random_range(0..10) {
+                0..=4 => {
+                    statements.push(format!("INSERT INTO Places [{}]", place(next_id, &mut rng)));
+                    next_id += 1;
+                }
+                5..=7 => {
+                    let id = rng.random_range(0..next_id);
+                    statements.push(format!("UPSERT INTO Places [{}]", place(id, &mut rng)));
+                }
+                _ => statements.push(format!(
+                    "DELETE FROM Places WHERE id = {}",
+                    rng.random_range(0..next_id)
+                )),
+            }
+        }
+        db.execute_script(&statements.join(";\n")).await.unwrap();
+        match round % 3 {
+            1 => db.storage().flush("Places").unwrap(),
+            2 => db.storage().compact("Places").unwrap(),
+            _ => {}
+        }
+        let (x, y) = (rng.random_range(0.0..100.0), rng.random_range(0.0..100.0));
+        let radius = rng.random_range(1.0..6.0);
+        for query in [
+            format!(
+                "SELECT id, at FROM Places WHERE spatial_intersect(at, circle(point({x}, {y}), {radius}))"
+            ),
+            format!(
+                "SELECT id FROM Places WHERE spatial_intersect(circle(point({x}, {y}), {radius}), at) AND id % 2 = 0"
+            ),
+            format!(
+                "SELECT id FROM Places WHERE spatial_intersect(area, rectangle(point({x}, {y}), point({}, {})))",
+                x + radius,
+                y + radius
+            ),
+        ] {
+            assert!(
+                explain(&db, &query).await.contains("access=rtree scan"),
+                "{query}"
+            );
+            checked(&db, &query).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_rtree_definitions_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.execute_script(
+        "CREATE TYPE Place AS { id: int64, name: string, at: point };
+         CREATE DATASET Places(Place) PRIMARY KEY id",
+    )
+    .await
+    .unwrap();
+    for (statement, expected) in [
+        (
+            "CREATE INDEX by_name ON Places(name) TYPE RTREE",
+            "an rtree indexes a point or rectangle field; `name` is string",
+        ),
+        (
+            "CREATE INDEX two ON Places(at, id) TYPE RTREE",
+            "an rtree covers exactly one field",
+        ),
+        (
+            "CREATE INDEX by_at ON Places(at)",
+            "a btree cannot order field `at`",
+        ),
+        (
+            "CREATE INDEX nowhere ON Places(place) TYPE RTREE",
+            "no declared field `place`",
+        ),
+    ] {
+        let error = db.sql(statement).await.unwrap_err().to_string();
+        assert!(error.contains(expected), "{statement}: {error}");
+    }
+}
