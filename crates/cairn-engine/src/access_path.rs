@@ -150,12 +150,13 @@ pub struct SpatialFilter {
     pub query: BoundingBox,
 }
 
-/// An rtree scan the planner chose: the rows whose field meets `query`'s box.
+/// An rtree scan the planner chose: the rows whose field meets one of `queries` (one box for
+/// a filter, one per outer row for the inner side of a spatial index join).
 #[derive(Debug, Clone)]
 pub struct SpatialAccess {
     pub index: String,
     pub field: String,
-    pub query: BoundingBox,
+    pub queries: Vec<BoundingBox>,
     /// Entries meeting the box (an upper bound on rows: deleted rows still count).
     pub estimated_rows: u64,
 }
@@ -288,7 +289,7 @@ pub fn choose(
                     best_spatial = Some(SpatialAccess {
                         index: definition.name.clone(),
                         field: field.clone(),
-                        query: filter.query,
+                        queries: vec![filter.query],
                         estimated_rows,
                     });
                 }

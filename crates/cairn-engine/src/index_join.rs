@@ -92,7 +92,7 @@ impl PhysicalOptimizerRule for IndexJoin {
 
 /// Whether the rows of `inner` that match no row of the other side can be left out of a join
 /// of type `join_type` without changing its result.
-fn may_restrict(join_type: JoinType, inner: JoinSide) -> bool {
+pub(crate) fn may_restrict(join_type: JoinType, inner: JoinSide) -> bool {
     use JoinType::*;
     match inner {
         JoinSide::Right => matches!(
@@ -179,16 +179,14 @@ fn plan_index_join(
             {
                 continue;
             }
-            let candidate = IndexNestedLoopJoinExec::try_new(
-                join,
+            let keys = JoinKeys {
                 inner_side,
-                column.index(),
-                outer_key.clone(),
-                key_type.clone(),
-                lookup,
-                scan_cost,
-                outer_rows,
-            )?;
+                inner_column: column.index(),
+                outer_key: outer_key.clone(),
+                key_type: key_type.clone(),
+            };
+            let candidate =
+                IndexNestedLoopJoinExec::try_new(join, keys, lookup, scan_cost, outer_rows)?;
             best = Some((cost, candidate));
         }
     }
@@ -212,7 +210,7 @@ fn plan_index_join(
 /// The estimated cost of the dataset reads under `plan`, in the cost model's scanned-row
 /// units (operators above the reads are left out: they cost alike whichever way the join
 /// goes).
-fn reading_cost(plan: &Arc<dyn ExecutionPlan>) -> f64 {
+pub(crate) fn reading_cost(plan: &Arc<dyn ExecutionPlan>) -> f64 {
     let own = plan
         .downcast_ref::<DatasetScanExec>()
         .map_or(0.0, |scan| scan.cost());
@@ -222,7 +220,7 @@ fn reading_cost(plan: &Arc<dyn ExecutionPlan>) -> f64 {
 /// The dataset scan at the bottom of `plan` if `plan` is one under operators that keep each
 /// row as it is (filters, projections, repartitioning) and output column `column` is one of
 /// the scan's columns passed through unchanged.
-fn scan_under(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Option<&DatasetScanExec> {
+pub(crate) fn scan_under(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Option<&DatasetScanExec> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
         return Some(scan);
     }
@@ -231,7 +229,7 @@ fn scan_under(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Option<&DatasetSc
 }
 
 /// The scan's column that output column `column` of `plan` (see [`scan_under`]) passes on.
-fn scan_column(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Result<usize> {
+pub(crate) fn scan_column(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Result<usize> {
     if plan.is::<DatasetScanExec>() {
         return Ok(column);
     }
@@ -269,7 +267,7 @@ fn pass_through(
 
 /// `inner` with its dataset scan replaced by `scan`, and without the repartitioning the hash
 /// join had planned for it (the join this plan feeds collects or streams it whole).
-fn with_scan(
+pub(crate) fn with_scan(
     inner: &Arc<dyn ExecutionPlan>,
     scan: Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
@@ -310,17 +308,29 @@ pub struct IndexNestedLoopJoinExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
+/// The equi-join key pair an index join looks up by: which input is the inner one, its key
+/// column, and the outer side's key expression with the inner field's type.
+struct JoinKeys {
+    inner_side: JoinSide,
+    inner_column: usize,
+    outer_key: PhysicalExprRef,
+    key_type: DataType,
+}
+
 impl IndexNestedLoopJoinExec {
     fn try_new(
         join: &HashJoinExec,
-        inner_side: JoinSide,
-        inner_column: usize,
-        outer_key: PhysicalExprRef,
-        key_type: DataType,
+        keys: JoinKeys,
         lookup: Lookup,
         scan_cost: f64,
         estimated_outer_rows: Option<f64>,
     ) -> Result<Self> {
+        let JoinKeys {
+            inner_side,
+            inner_column,
+            outer_key,
+            key_type,
+        } = keys;
         let (outer, planned_inner) = match inner_side {
             JoinSide::Right => (join.left(), join.right()),
             _ => (join.right(), join.left()),

@@ -47,6 +47,7 @@ pub mod scan_exec;
 pub mod scan_filter;
 pub mod script;
 pub mod secret;
+pub mod spatial_join;
 pub mod table;
 pub mod yield_points;
 

@@ -2,7 +2,7 @@
 //! one for a key lookup), reporting the storage's row counts, column bounds and null counts as
 //! DataFusion statistics so joins and filters are planned from real figures.
 
-use crate::access_path::{Access, DisplayRange, Lookup, LookupBy};
+use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, SpatialAccess};
 use crate::table::storage_error;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -10,6 +10,7 @@ use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
+use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::{ColumnSummary, IndexKind, PartitionSummary, ScanRequest};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::stats::Precision;
@@ -240,6 +241,36 @@ impl DatasetScanExec {
         })
     }
 
+    /// The rtree on `field` (a column of the scan's output) that could read this scan's rows
+    /// for a spatial join, if the scan does not already read few rows some other way.
+    pub fn rtree_for(&self, field: &str) -> Option<String> {
+        if !matches!(self.access, Access::Full { .. }) {
+            return None;
+        }
+        self.schema().index_of(field).ok()?;
+        self.dataset
+            .index_definitions()
+            .into_iter()
+            .find(|d| d.kind == IndexKind::Rtree && d.fields[0] == field)
+            .map(|d| d.name)
+    }
+
+    /// The same scan reading only the rows whose `field` meets one of `queries`, through
+    /// rtree `index`.
+    pub fn with_boxes(&self, index: &str, field: &str, queries: Vec<BoundingBox>) -> Result<Self> {
+        DatasetScanExec::try_new(
+            self.dataset.clone(),
+            Access::Spatial(SpatialAccess {
+                index: index.to_string(),
+                field: field.to_string(),
+                queries,
+                estimated_rows: 0,
+            }),
+            self.projection.clone(),
+            None,
+        )
+    }
+
     /// The same scan reading only the rows `lookup` names.
     pub fn with_lookup(&self, lookup: Lookup) -> Result<Self> {
         DatasetScanExec::try_new(
@@ -300,7 +331,7 @@ impl DatasetScanExec {
                     .spatial_scan_partition(
                         partition,
                         &spatial.index,
-                        &spatial.query,
+                        &spatial.queries,
                         projection.as_deref(),
                     )
                     .map_err(storage_error)?;
@@ -507,12 +538,20 @@ impl DisplayAs for DatasetScanExec {
             )?,
             Access::Key(key) => write!(f, ", access=key lookup {key}")?,
             Access::Spatial(spatial) => {
-                let [min_x, min_y, max_x, max_y] = spatial.query;
                 write!(
                     f,
-                    ", access=rtree scan {} on {} meeting box [{min_x}, {min_y}, {max_x}, {max_y}] (estimated {} rows)",
-                    spatial.index, spatial.field, spatial.estimated_rows
-                )?
+                    ", access=rtree scan {} on {}",
+                    spatial.index, spatial.field
+                )?;
+                match spatial.queries.as_slice() {
+                    [[min_x, min_y, max_x, max_y]] => write!(
+                        f,
+                        " meeting box [{min_x}, {min_y}, {max_x}, {max_y}] (estimated {} rows)",
+                        spatial.estimated_rows
+                    )?,
+                    [] => write!(f, " meeting the join's boxes")?,
+                    boxes => write!(f, " meeting {} boxes", boxes.len())?,
+                }
             }
             Access::Lookup(lookup) => {
                 match &lookup.by {

@@ -140,6 +140,101 @@ async fn rtree_scans_agree_with_full_scans_under_random_writes() {
     }
 }
 
+/// The answer with the join method forced to `method`, then back to `auto`.
+async fn rows_with(db: &Database, method: &str, query: &str) -> Vec<String> {
+    db.sql(&format!("SET cairn.join_method = '{method}'"))
+        .await
+        .unwrap();
+    let answer = rows(db, query).await;
+    db.sql("SET cairn.join_method = 'auto'").await.unwrap();
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spatial_joins_read_the_inner_side_through_the_rtree() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.execute_script(
+        "CREATE TYPE Place AS { id: int64, at: point, area: rectangle? };
+         CREATE DATASET Places(Place) PRIMARY KEY id WITH (partitions = 2)",
+    )
+    .await
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(16);
+    let places: Vec<String> = (0..20_000).map(|id| place(id, &mut rng)).collect();
+    for chunk in places.chunks(5_000) {
+        db.sql(&format!("INSERT INTO Places [{}]", chunk.join(", ")))
+            .await
+            .unwrap();
+    }
+    db.storage().flush("Places").unwrap();
+    // Some rows stay in the memory component, some are deleted after the flush.
+    db.sql(&format!("INSERT INTO Places [{}]", place(20_000, &mut rng)))
+        .await
+        .unwrap();
+    db.sql("DELETE FROM Places WHERE id % 97 = 0")
+        .await
+        .unwrap();
+    db.sql("CREATE INDEX places_at ON Places(at) TYPE RTREE")
+        .await
+        .unwrap();
+
+    // BigFUN Q16's shape: for a few outer places, their neighbours within a circle.
+    let nearest = "SELECT o.id, n.id AS neighbour FROM Places o JOIN Places n \
+         ON spatial_intersect(n.at, circle(o.at, 1)) AND n.id <> o.id WHERE o.id < 30";
+    let plan = explain(&db, nearest).await;
+    assert!(
+        plan.contains("SpatialIndexJoinExec: join_type=Inner, rtree=places_at on at"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("access=rtree scan places_at on at meeting the join's boxes"),
+        "{plan}"
+    );
+    let through_rtree = rows(&db, nearest).await;
+    assert!(through_rtree.len() > 30, "{}", through_rtree.len());
+    assert_eq!(through_rtree, rows_with(&db, "hash", nearest).await);
+    let analyzed = explain(&db, &format!("ANALYZE {nearest}")).await;
+    // 29 live outer places (id 0 is deleted), each with about 8 candidates in its box: the
+    // rtree is read, not the whole dataset.
+    assert!(
+        analyzed.contains("rtree_boxes=29, scanned_instead=0"),
+        "{analyzed}"
+    );
+
+    // Wide circles make the lookups dearer than one read of the inner side: at run time
+    // the join reads it as planned, and answers alike.
+    let wide = nearest.replace("circle(o.at, 1)", "circle(o.at, 6)");
+    let analyzed = explain(&db, &format!("ANALYZE {wide}")).await;
+    assert!(analyzed.contains("scanned_instead=1"), "{analyzed}");
+    assert_eq!(rows(&db, &wide).await, rows_with(&db, "hash", &wide).await);
+
+    // Left-outer, with the outer side preserved: places with no neighbour keep a NULL.
+    let lonely = "SELECT o.id, count(n.id) AS neighbours FROM Places o LEFT JOIN Places n \
+         ON spatial_intersect(n.at, circle(o.at, 0.5)) AND n.id <> o.id \
+         WHERE o.id < 40 GROUP BY o.id";
+    assert!(
+        explain(&db, lonely)
+            .await
+            .contains("SpatialIndexJoinExec: join_type=Left")
+    );
+    let answer = rows(&db, lonely).await;
+    assert!(
+        answer.iter().any(|line| line.ends_with("| 0          |")),
+        "{answer:?}"
+    );
+    assert_eq!(answer, rows_with(&db, "hash", lonely).await);
+
+    // Every place as the outer side: reading the inner side once is cheaper.
+    let everyone = "SELECT count(*) FROM Places o JOIN Places n \
+         ON spatial_intersect(n.at, circle(o.at, 1)) AND n.id <> o.id";
+    assert!(
+        !explain(&db, everyone)
+            .await
+            .contains("SpatialIndexJoinExec")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_rtree_definitions_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! A dataset's rtree searches: how many entries meet a box (the access path's estimate), and
-//! a partition's live rows whose point or rectangle meets a box, found through the rtree of
-//! each disk component and by testing memory rows directly. Rows are selected by bounding
-//! box; the query's own shape (a circle, say) is tested by the filter above the scan.
+//! a partition's live rows whose point or rectangle meets one of some boxes, found through the
+//! rtree of each disk component and by testing memory rows directly. Rows are selected by
+//! bounding box; the query's own shape (a circle, say) is tested by the filter above the scan.
 
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
@@ -24,20 +24,26 @@ impl Dataset {
         }
     }
 
-    /// Whether a record's indexed point or rectangle meets `query`.
-    fn meets(&self, definition: &IndexDefinition, record: &Record, query: &BoundingBox) -> bool {
+    /// Whether a record's indexed point or rectangle meets one of `queries`.
+    fn meets(
+        &self,
+        definition: &IndexDefinition,
+        record: &Record,
+        queries: &[BoundingBox],
+    ) -> bool {
         let value = value_at_path(
             &self.shape.dataset_type.record,
             record,
             &definition.fields[0],
         );
-        bounding_box(value).is_some_and(|b| boxes_intersect(&b, query))
+        bounding_box(value).is_some_and(|b| queries.iter().any(|q| boxes_intersect(&b, q)))
     }
 
     /// How many entries of rtree `name` meet `query`, over every partition: an upper bound on
     /// the rows a spatial scan returns (entries of deleted rows still count).
     pub fn spatial_estimate(&self, name: &str, query: &BoundingBox) -> Result<u64> {
         let definition = self.rtree_definition(name)?;
+        let queries = std::slice::from_ref(query);
         let mut total = 0u64;
         for partition in &self.partitions {
             let (in_memory, slots) = {
@@ -45,7 +51,7 @@ impl Dataset {
                 let in_memory = state
                     .memtable
                     .values()
-                    .filter(|r| self.meets(&definition, r, query))
+                    .filter(|r| self.meets(&definition, r, queries))
                     .count();
                 (in_memory as u64, state.snapshot_slots())
             };
@@ -58,7 +64,7 @@ impl Dataset {
                     ComponentRef::Frozen(frozen) => frozen
                         .rows
                         .iter()
-                        .filter(|(_, r)| self.meets(&definition, r, query))
+                        .filter(|(_, r)| self.meets(&definition, r, queries))
                         .count() as u64,
                 };
             }
@@ -66,13 +72,14 @@ impl Dataset {
         Ok(total)
     }
 
-    /// The live rows of partition `partition` whose indexed point or rectangle meets `query`,
-    /// found through rtree `name`, with columns `projection` of the dataset schema.
+    /// The live rows of partition `partition` whose indexed point or rectangle meets one of
+    /// `queries` (each row once), found through rtree `name`, with columns `projection` of
+    /// the dataset schema.
     pub fn spatial_scan_partition(
         &self,
         partition: usize,
         name: &str,
-        query: &BoundingBox,
+        queries: &[BoundingBox],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.rtree_definition(name)?;
@@ -87,7 +94,7 @@ impl Dataset {
             let records: Vec<Arc<Record>> = state
                 .memtable
                 .values()
-                .filter(|r| self.meets(&definition, r, query))
+                .filter(|r| self.meets(&definition, r, queries))
                 .cloned()
                 .collect();
             (records, state.snapshot_slots())
@@ -98,20 +105,24 @@ impl Dataset {
                 ComponentRef::Disk(disk) => {
                     let index = disk.spatial_index(&definition)?;
                     let mut rows = Vec::new();
-                    index.search(query, &mut |row| {
-                        if !deleted.contains(row as u64) {
-                            rows.push(row as u64);
-                        }
-                    });
+                    for query in queries {
+                        index.search(query, &mut |row| {
+                            if !deleted.contains(row as u64) {
+                                rows.push(row as u64);
+                            }
+                        });
+                    }
                     if rows.is_empty() {
                         continue;
                     }
                     rows.sort_unstable();
+                    rows.dedup(); // boxes may overlap
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
                 ComponentRef::Frozen(frozen) => {
                     for (row, (_, record)) in frozen.rows.iter().enumerate() {
-                        if !deleted.contains(row as u64) && self.meets(&definition, record, query) {
+                        if !deleted.contains(row as u64) && self.meets(&definition, record, queries)
+                        {
                             records.push(record.clone());
                         }
                     }

@@ -37,8 +37,9 @@ pub fn bounding_box(value: &Value) -> Option<BoundingBox> {
     .filter(|b| b.iter().all(|c| c.is_finite()))
 }
 
-/// The boxes of a column of points (`{x, y}`) or rectangles (`{x1, y1, x2, y2}`), one per row;
-/// `None` for null rows. `None` overall if the column is neither.
+/// The boxes of a column of points (`{x, y}`), rectangles (`{x1, y1, x2, y2}`) or circles
+/// (`{x, y, radius}`), one per row; `None` for null rows. `None` overall if the column is
+/// none of these.
 pub fn column_boxes(column: &dyn Array) -> Option<Vec<Option<BoundingBox>>> {
     let structs: &StructArray = column.as_struct_opt()?;
     let coordinate = |name: &str| -> Option<&Float64Array> {
@@ -47,6 +48,17 @@ pub fn column_boxes(column: &dyn Array) -> Option<Vec<Option<BoundingBox>>> {
             .as_primitive_opt::<Float64Type>()
     };
     let valid = |row: usize| structs.is_valid(row);
+    if let (Some(x), Some(y), Some(r)) = (coordinate("x"), coordinate("y"), coordinate("radius")) {
+        return Some(
+            (0..structs.len())
+                .map(|row| {
+                    let (x, y, r) = (x.value(row), y.value(row), r.value(row).abs());
+                    let circle = [x - r, y - r, x + r, y + r];
+                    (valid(row) && circle.iter().all(|c| c.is_finite())).then_some(circle)
+                })
+                .collect(),
+        );
+    }
     if let (Some(x), Some(y)) = (coordinate("x"), coordinate("y")) {
         return Some(
             (0..structs.len())
