@@ -87,7 +87,7 @@ enum Command {
     /// BigFUN end to end: every operation on Cairn and the peer systems, compared
     /// (bench/results/bigfun-<users>.md).
     Bigfun(BigfunBenchArgs),
-    /// The index benchmark: BigFUN Q3, Q6, Q9, Q10, Q12-IX and Q13-IX with the chosen plan and each path forced.
+    /// The index benchmark: BigFUN Q3, Q6, Q9, Q10, Q11, Q12-IX, Q13-IX and Q16 with the chosen plan and each path forced.
     Indexes(BigfunRun),
     /// Writes BigFUN GleambookUsers as JSON Lines.
     GenUsers {
