@@ -57,7 +57,8 @@ impl Database {
             };
             estimates.insert(field.clone(), distinct);
         }
-        dataset.set_distinct_estimates(estimates.clone());
+        self.storage
+            .set_distinct_estimates(dataset.name(), estimates.clone())?;
         // Plans made before carry the old figures.
         self.catalog_changed();
 

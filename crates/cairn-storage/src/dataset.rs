@@ -158,7 +158,13 @@ impl Dataset {
             manifest_lock: Mutex::new(()),
             caches,
             indexes: RwLock::new(manifest.indexes.clone()),
-            distinct_estimates: RwLock::new(HashMap::new()),
+            distinct_estimates: RwLock::new(
+                manifest
+                    .distinct_estimates
+                    .iter()
+                    .map(|(field, distinct)| (field.clone(), *distinct))
+                    .collect(),
+            ),
         })
     }
 
@@ -529,6 +535,12 @@ impl Dataset {
             next_component_id: self.next_component_id.load(Ordering::Relaxed),
             partitions: captured.iter().map(|c| c.manifest.clone()).collect(),
             indexes: self.indexes.read().clone(),
+            distinct_estimates: self
+                .distinct_estimates
+                .read()
+                .iter()
+                .map(|(field, distinct)| (field.clone(), *distinct))
+                .collect(),
         };
         self.ensure_index_files(&manifest.indexes)?;
         write_manifest(&self.dir, &manifest)?;

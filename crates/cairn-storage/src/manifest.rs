@@ -10,6 +10,7 @@ use crate::error::{Result, StorageError};
 use crate::secondary_index::IndexDefinition;
 use cairn_model::DatasetType;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST_FILE: &str = "MANIFEST";
@@ -26,6 +27,9 @@ pub struct Manifest {
     /// Secondary indexes; every listed component has a file for each.
     #[serde(default)]
     pub indexes: Vec<IndexDefinition>,
+    /// Distinct values per field, as the last ANALYZE measured them.
+    #[serde(default)]
+    pub distinct_estimates: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

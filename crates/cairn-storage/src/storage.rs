@@ -315,6 +315,7 @@ impl Storage {
             next_component_id: 1,
             partitions: vec![PartitionManifest::default(); partition_count as usize],
             indexes: Vec::new(),
+            distinct_estimates: BTreeMap::new(),
         };
         write_manifest(&dir, &manifest)?;
         sync_dir(&datasets_dir)?;
@@ -426,6 +427,18 @@ impl Storage {
     /// Drops a secondary index of `dataset` and deletes its files.
     pub fn drop_index(&self, dataset: &str, index: &str) -> Result<()> {
         self.dataset(dataset)?.drop_index(index, &self.inner.wal)
+    }
+
+    /// Records what ANALYZE measured of `dataset` (distinct values per field, replacing the
+    /// previous figures) and persists it in the manifest, so plans made after a restart see it.
+    pub fn set_distinct_estimates(
+        &self,
+        dataset: &str,
+        estimates: HashMap<String, u64>,
+    ) -> Result<()> {
+        let dataset = self.dataset(dataset)?;
+        dataset.set_distinct_estimates(estimates);
+        dataset.persist_manifest(&self.inner.wal)
     }
 
     /// Flushes every partition of `dataset` and trims the WAL.
