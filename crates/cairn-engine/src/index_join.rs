@@ -59,26 +59,7 @@ impl PhysicalOptimizerRule for IndexJoin {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let forced = match config.extensions.get::<CairnOptions>() {
-            Some(options) => match JoinOverride::parse(&options.join_method) {
-                Ok(forced) => forced,
-                Err(message) => return plan_err!("{message}"),
-            },
-            None => JoinOverride::Auto,
-        };
-        if forced == JoinOverride::Hash {
-            return Ok(plan);
-        }
-        plan.transform_up(|node| {
-            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            match plan_index_join(join, forced)? {
-                Some(replacement) => Ok(Transformed::yes(replacement)),
-                None => Ok(Transformed::no(node)),
-            }
-        })
-        .data()
+        rewrite_joins(plan, config, plan_index_join)
     }
 
     fn name(&self) -> &str {
@@ -88,6 +69,35 @@ impl PhysicalOptimizerRule for IndexJoin {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// Replaces, bottom up, every join of type `J` in `plan` for which `replace` returns a plan —
+/// what both index-join rules do — unless the session's `cairn.join_method` is `hash`.
+pub(crate) fn rewrite_joins<J: ExecutionPlan + 'static>(
+    plan: Arc<dyn ExecutionPlan>,
+    config: &ConfigOptions,
+    replace: impl Fn(&J, JoinOverride) -> Result<Option<Arc<dyn ExecutionPlan>>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let forced = match config.extensions.get::<CairnOptions>() {
+        Some(options) => match JoinOverride::parse(&options.join_method) {
+            Ok(forced) => forced,
+            Err(message) => return plan_err!("{message}"),
+        },
+        None => JoinOverride::Auto,
+    };
+    if forced == JoinOverride::Hash {
+        return Ok(plan);
+    }
+    plan.transform_up(|node| {
+        let Some(join) = node.downcast_ref::<J>() else {
+            return Ok(Transformed::no(node));
+        };
+        match replace(join, forced)? {
+            Some(replacement) => Ok(Transformed::yes(replacement)),
+            None => Ok(Transformed::no(node)),
+        }
+    })
+    .data()
 }
 
 /// Whether the rows of `inner` that match no row of the other side can be left out of a join

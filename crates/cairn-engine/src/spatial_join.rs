@@ -14,15 +14,15 @@
 //! trees count them, and if the rtree turns out dearer the inner side is read as planned. `SET cairn.join_method = 'hash'` turns these
 //! joins off too; `'index'` forces them wherever an rtree serves.
 
-use crate::access_path::{CairnOptions, JoinOverride};
-use crate::index_join::{may_restrict, scan_column, scan_under, with_scan};
+use crate::access_path::JoinOverride;
+use crate::index_join::{may_restrict, rewrite_joins, scan_column, scan_under, with_scan};
 use crate::scan_exec::DatasetScanExec;
 use crate::table::storage_error;
 use cairn_storage::spatial_index::{BoundingBox, column_boxes};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::common::{JoinSide, internal_err, plan_err};
+use datafusion::common::{JoinSide, internal_err};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
@@ -70,26 +70,7 @@ impl PhysicalOptimizerRule for SpatialIndexJoin {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let forced = match config.extensions.get::<CairnOptions>() {
-            Some(options) => match JoinOverride::parse(&options.join_method) {
-                Ok(forced) => forced,
-                Err(message) => return plan_err!("{message}"),
-            },
-            None => JoinOverride::Auto,
-        };
-        if forced == JoinOverride::Hash {
-            return Ok(plan);
-        }
-        plan.transform_up(|node| {
-            let Some(join) = node.downcast_ref::<NestedLoopJoinExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            match plan_spatial_join(join, forced)? {
-                Some(replacement) => Ok(Transformed::yes(replacement)),
-                None => Ok(Transformed::no(node)),
-            }
-        })
-        .data()
+        rewrite_joins(plan, config, plan_spatial_join)
     }
 
     fn name(&self) -> &str {

@@ -4,8 +4,10 @@
 //! deletes, flushes and merges. A large outer side, or a join that must keep the inner side's
 //! unmatched rows, stays a hash join.
 
-use arrow::util::pretty::pretty_format_batches;
+mod common;
+
 use cairn_engine::Database;
+use common::{explain, rows, rows_with};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -52,35 +54,6 @@ async fn fixture(dir: &std::path::Path) -> Database {
     .await
     .unwrap();
     db
-}
-
-async fn explain(db: &Database, query: &str) -> String {
-    let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
-    pretty_format_batches(&batches).unwrap().to_string()
-}
-
-/// The query's rows as sorted text lines, to compare answers of different plans.
-async fn rows(db: &Database, query: &str) -> Vec<String> {
-    let batches = db.sql(query).await.unwrap();
-    let text = pretty_format_batches(&batches).unwrap().to_string();
-    let mut lines: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .skip(1) // the header
-        .map(str::to_string)
-        .collect();
-    lines.sort();
-    lines
-}
-
-/// The answer with the join method forced to `method`, then back to `auto`.
-async fn rows_with(db: &Database, method: &str, query: &str) -> Vec<String> {
-    db.sql(&format!("SET cairn.join_method = '{method}'"))
-        .await
-        .unwrap();
-    let answer = rows(db, query).await;
-    db.sql("SET cairn.join_method = 'auto'").await.unwrap();
-    answer
 }
 
 const NARROW_INNER: &str = "SELECT u.name, m.body FROM users u JOIN messages m \

@@ -3,29 +3,12 @@
 //! rectangles, under random inserts, upserts, deletes, flushes and merges — and a bad rtree
 //! definition is refused by name.
 
-use arrow::util::pretty::pretty_format_batches;
+mod common;
+
 use cairn_engine::Database;
+use common::{explain, rows, rows_with};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-async fn explain(db: &Database, query: &str) -> String {
-    let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
-    pretty_format_batches(&batches).unwrap().to_string()
-}
-
-/// The query's rows as sorted text lines.
-async fn rows(db: &Database, query: &str) -> Vec<String> {
-    let batches = db.sql(query).await.unwrap();
-    let text = pretty_format_batches(&batches).unwrap().to_string();
-    let mut lines: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .skip(1)
-        .map(str::to_string)
-        .collect();
-    lines.sort();
-    lines
-}
 
 /// The answer through the chosen path and through a forced full scan, which must agree.
 async fn checked(db: &Database, query: &str) -> Vec<String> {
@@ -138,16 +121,6 @@ async fn rtree_scans_agree_with_full_scans_under_random_writes() {
             checked(&db, &query).await;
         }
     }
-}
-
-/// The answer with the join method forced to `method`, then back to `auto`.
-async fn rows_with(db: &Database, method: &str, query: &str) -> Vec<String> {
-    db.sql(&format!("SET cairn.join_method = '{method}'"))
-        .await
-        .unwrap();
-    let answer = rows(db, query).await;
-    db.sql("SET cairn.join_method = 'auto'").await.unwrap();
-    answer
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
