@@ -71,6 +71,32 @@ impl PhysicalOptimizerRule for IndexJoin {
     }
 }
 
+/// A join's (outer, inner) inputs from its (left, right) ones, `inner_side` naming the inner.
+pub(crate) fn outer_inner<T>(inner_side: JoinSide, left: T, right: T) -> (T, T) {
+    match inner_side {
+        JoinSide::Right => (left, right),
+        _ => (right, left),
+    }
+}
+
+/// A join's (left, right) inputs from its (outer, inner) ones: [`outer_inner`] undone.
+pub(crate) fn left_right<T>(inner_side: JoinSide, outer: T, inner: T) -> [T; 2] {
+    match inner_side {
+        JoinSide::Right => [outer, inner],
+        _ => [inner, outer],
+    }
+}
+
+/// `plan` as one stream: its partitions merged if it has several (what a join's collected
+/// side, and a single-partition operator over a join, need).
+pub(crate) fn one_partition(plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    if plan.output_partitioning().partition_count() > 1 {
+        Arc::new(CoalescePartitionsExec::new(plan))
+    } else {
+        plan
+    }
+}
+
 /// Replaces, bottom up, every join of type `J` in `plan` for which `replace` returns a plan —
 /// what both index-join rules do — unless the session's `cairn.join_method` is `hash`.
 pub(crate) fn rewrite_joins<J: ExecutionPlan + 'static>(
@@ -138,10 +164,7 @@ fn plan_index_join(
         if !may_restrict(*join.join_type(), inner_side) {
             continue;
         }
-        let (outer, inner) = match inner_side {
-            JoinSide::Right => (join.left(), join.right()),
-            _ => (join.right(), join.left()),
-        };
+        let (outer, inner) = outer_inner(inner_side, join.left(), join.right());
         let outer_rows = match StatisticsContext::new()
             .compute(outer.as_ref(), &StatisticsArgs::new())?
             .num_rows
@@ -150,10 +173,7 @@ fn plan_index_join(
             Precision::Absent => None,
         };
         for (left_key, right_key) in join.on() {
-            let (outer_key, inner_key) = match inner_side {
-                JoinSide::Right => (left_key, right_key),
-                _ => (right_key, left_key),
-            };
+            let (outer_key, inner_key) = outer_inner(inner_side, left_key, right_key);
             let Some(column) = inner_key.downcast_ref::<Column>() else {
                 continue;
             };
@@ -341,10 +361,7 @@ impl IndexNestedLoopJoinExec {
             outer_key,
             key_type,
         } = keys;
-        let (outer, planned_inner) = match inner_side {
-            JoinSide::Right => (join.left(), join.right()),
-            _ => (join.right(), join.left()),
-        };
+        let (outer, planned_inner) = outer_inner(inner_side, join.left(), join.right());
         let Some(scan) = scan_under(planned_inner, inner_column) else {
             return internal_err!("index join without a dataset scan on its inner side");
         };
@@ -369,14 +386,6 @@ impl IndexNestedLoopJoinExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         })
-    }
-
-    /// The children in the join's order (left, right).
-    fn ordered<T>(&self, outer: T, inner: T) -> [T; 2] {
-        match self.inner_side {
-            JoinSide::Right => [outer, inner],
-            _ => [inner, outer],
-        }
     }
 }
 
@@ -440,7 +449,7 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        self.ordered(&self.outer, &self.inner).to_vec()
+        left_right(self.inner_side, &self.outer, &self.inner).to_vec()
     }
 
     fn apply_expressions(
@@ -458,10 +467,7 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).or_else(|c| {
             internal_err!("IndexNestedLoopJoinExec has 2 children, got {}", c.len())
         })?;
-        let (outer, inner) = match self.inner_side {
-            JoinSide::Right => (left, right),
-            _ => (right, left),
-        };
+        let (outer, inner) = outer_inner(self.inner_side, left, right);
         Ok(Arc::new(IndexNestedLoopJoinExec {
             join: self.join.clone(),
             inner_side: self.inner_side,
@@ -502,10 +508,7 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
         let join = self.join.clone();
         let inner_side = self.inner_side;
         let outer = self.outer.clone();
-        let planned_inner = match inner_side {
-            JoinSide::Right => join.right().clone(),
-            _ => join.left().clone(),
-        };
+        let planned_inner = outer_inner(inner_side, join.left(), join.right()).1.clone();
         let inner = self.inner.clone();
         let outer_key = self.outer_key.clone();
         let key_type = self.key_type.clone();
@@ -533,27 +536,15 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
             };
             let outer: Arc<dyn ExecutionPlan> =
                 MemorySourceConfig::try_new_exec(&[outer_batches], outer.schema(), None)?;
-            let [left, right] = match inner_side {
-                JoinSide::Right => [outer, inner],
-                _ => [inner, outer],
-            };
-            let left: Arc<dyn ExecutionPlan> = if left.output_partitioning().partition_count() > 1 {
-                Arc::new(CoalescePartitionsExec::new(left))
-            } else {
-                left
-            };
+            let [left, right] = left_right(inner_side, outer, inner);
+            let left = one_partition(left);
             let hash_join = join
                 .builder()
                 .with_new_children(vec![left, right])?
                 .with_partition_mode(PartitionMode::CollectLeft)
                 .reset_state()
                 .build_exec()?;
-            let whole: Arc<dyn ExecutionPlan> =
-                if hash_join.output_partitioning().partition_count() > 1 {
-                    Arc::new(CoalescePartitionsExec::new(hash_join))
-                } else {
-                    hash_join
-                };
+            let whole = one_partition(hash_join);
             whole.execute(0, context)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(

@@ -310,58 +310,17 @@ impl DatasetScanExec {
                 }
                 Ok(())
             }),
-            Access::Index(index) => builder.spawn_blocking(move || {
-                let batches = dataset
-                    .index_scan_partition(
-                        partition,
-                        &index.index,
-                        std::slice::from_ref(&index.range),
-                        projection.as_deref(),
-                    )
-                    .map_err(storage_error)?;
-                for batch in batches {
-                    if tx.blocking_send(Ok(batch)).is_err() {
-                        break;
+            access @ (Access::Index(_) | Access::Spatial(_) | Access::Lookup(_)) => builder
+                .spawn_blocking(move || {
+                    let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())
+                        .map_err(storage_error)?;
+                    for batch in batches {
+                        if tx.blocking_send(Ok(batch)).is_err() {
+                            break; // the consumer went away
+                        }
                     }
-                }
-                Ok(())
-            }),
-            Access::Spatial(spatial) => builder.spawn_blocking(move || {
-                let batches = dataset
-                    .spatial_scan_partition(
-                        partition,
-                        &spatial.index,
-                        &spatial.queries,
-                        projection.as_deref(),
-                    )
-                    .map_err(storage_error)?;
-                for batch in batches {
-                    if tx.blocking_send(Ok(batch)).is_err() {
-                        break;
-                    }
-                }
-                Ok(())
-            }),
-            Access::Lookup(lookup) => builder.spawn_blocking(move || {
-                let batches = match &lookup.by {
-                    LookupBy::Index(index) => dataset.index_scan_partition(
-                        partition,
-                        index,
-                        &lookup.point_ranges(),
-                        projection.as_deref(),
-                    ),
-                    LookupBy::PrimaryKey => {
-                        primary_key_lookups(&dataset, partition, &lookup, projection.as_deref())
-                    }
-                }
-                .map_err(storage_error)?;
-                for batch in batches {
-                    if tx.blocking_send(Ok(batch)).is_err() {
-                        break;
-                    }
-                }
-                Ok(())
-            }),
+                    Ok(())
+                }),
             Access::Full { request, .. } => {
                 let (pruned, skipped, found_empty) = (
                     counter("row_groups_pruned"),
@@ -405,6 +364,35 @@ impl DatasetScanExec {
             }),
         }
         builder.build()
+    }
+}
+
+/// The rows of partition `partition` that an index, rtree or lookup access names (a few rows
+/// each, fetched whole before any is passed on).
+fn fetched_rows(
+    dataset: &Dataset,
+    partition: usize,
+    access: &Access,
+    projection: Option<&[usize]>,
+) -> cairn_storage::Result<Vec<RecordBatch>> {
+    match access {
+        Access::Index(index) => dataset.index_scan_partition(
+            partition,
+            &index.index,
+            std::slice::from_ref(&index.range),
+            projection,
+        ),
+        Access::Spatial(spatial) => {
+            dataset.spatial_scan_partition(partition, &spatial.index, &spatial.queries, projection)
+        }
+        Access::Lookup(lookup) => match &lookup.by {
+            LookupBy::Index(index) => {
+                dataset.index_scan_partition(partition, index, &lookup.point_ranges(), projection)
+            }
+            LookupBy::PrimaryKey => primary_key_lookups(dataset, partition, lookup, projection),
+        },
+        // These stream their rows rather than fetching them; `partition_stream` reads them.
+        Access::Full { .. } | Access::Key(_) | Access::Ordered { .. } => Ok(Vec::new()),
     }
 }
 

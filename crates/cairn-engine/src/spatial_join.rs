@@ -15,7 +15,10 @@
 //! joins off too; `'index'` forces them wherever an rtree serves.
 
 use crate::access_path::JoinOverride;
-use crate::index_join::{may_restrict, rewrite_joins, scan_column, scan_under, with_scan};
+use crate::index_join::{
+    left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_column, scan_under,
+    with_scan,
+};
 use crate::scan_exec::DatasetScanExec;
 use crate::table::storage_error;
 use cairn_storage::spatial_index::{BoundingBox, column_boxes};
@@ -30,15 +33,14 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::split_conjunction;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::joins::{NestedLoopJoinExec, NestedLoopJoinExecBuilder};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
-    Partitioning, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, collect,
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, collect,
 };
 use futures::TryStreamExt;
 use std::fmt;
@@ -161,10 +163,7 @@ fn plan_spatial_join(
         if !may_restrict(*join.join_type(), condition.inner_side) {
             continue;
         }
-        let (outer, inner) = match condition.inner_side {
-            JoinSide::Right => (join.left(), join.right()),
-            _ => (join.right(), join.left()),
-        };
+        let (outer, inner) = outer_inner(condition.inner_side, join.left(), join.right());
         let Some(scan) = scan_under(inner, condition.inner_column) else {
             continue;
         };
@@ -271,10 +270,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        match self.inner_side {
-            JoinSide::Right => vec![&self.outer, &self.inner],
-            _ => vec![&self.inner, &self.outer],
-        }
+        left_right(self.inner_side, &self.outer, &self.inner).to_vec()
     }
 
     fn apply_expressions(
@@ -291,10 +287,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children)
             .or_else(|c| internal_err!("SpatialIndexJoinExec has 2 children, got {}", c.len()))?;
-        let (outer, inner) = match self.inner_side {
-            JoinSide::Right => (left, right),
-            _ => (right, left),
-        };
+        let (outer, inner) = outer_inner(self.inner_side, left, right);
         Ok(Arc::new(SpatialIndexJoinExec {
             join: self.join.clone(),
             inner_side: self.inner_side,
@@ -334,10 +327,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
         let join = self.join.clone();
         let inner_side = self.inner_side;
         let outer = self.outer.clone();
-        let planned_inner = match inner_side {
-            JoinSide::Right => join.right().clone(),
-            _ => join.left().clone(),
-        };
+        let planned_inner = outer_inner(inner_side, join.left(), join.right()).1.clone();
         let inner = self.inner.clone();
         let outer_shape = self.outer_shape.clone();
         let (index, field) = (self.index.clone(), self.field.clone());
@@ -392,27 +382,15 @@ impl ExecutionPlan for SpatialIndexJoinExec {
             };
             let outer: Arc<dyn ExecutionPlan> =
                 MemorySourceConfig::try_new_exec(&[outer_batches], outer.schema(), None)?;
-            let [left, right] = match inner_side {
-                JoinSide::Right => [outer, inner],
-                _ => [inner, outer],
-            };
+            let [left, right] = left_right(inner_side, outer, inner);
             // The nested-loop join wants its left side in one partition.
-            let left: Arc<dyn ExecutionPlan> = if left.output_partitioning().partition_count() > 1 {
-                Arc::new(CoalescePartitionsExec::new(left))
-            } else {
-                left
-            };
+            let left = one_partition(left);
             let nested = NestedLoopJoinExecBuilder::new(left, right, *join.join_type())
                 .with_filter(join.filter().cloned())
                 .with_projection_ref(join.projection().clone())
                 .build()?;
             let nested: Arc<dyn ExecutionPlan> = Arc::new(nested);
-            let whole: Arc<dyn ExecutionPlan> =
-                if nested.output_partitioning().partition_count() > 1 {
-                    Arc::new(CoalescePartitionsExec::new(nested))
-                } else {
-                    nested
-                };
+            let whole = one_partition(nested);
             whole.execute(0, context)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(

@@ -448,14 +448,7 @@ impl ComponentIndex {
             false,
         ));
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        let mut bytes = Vec::new();
-        {
-            let mut writer =
-                arrow::ipc::writer::FileWriter::try_new(&mut bytes, batch.schema_ref())?;
-            writer.write(&batch)?;
-            writer.finish()?;
-        }
-        Ok(bytes)
+        ipc_file_bytes(&batch)
     }
 
     /// Writes the index file durably (temporary file, fsync, rename, fsync of the directory).
@@ -531,6 +524,17 @@ impl ComponentIndex {
             included,
         })
     }
+}
+
+/// One batch as the bytes of an Arrow IPC file: how index files (btree and rtree) are stored.
+pub(crate) fn ipc_file_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    {
+        let mut writer = arrow::ipc::writer::FileWriter::try_new(&mut bytes, batch.schema_ref())?;
+        writer.write(batch)?;
+        writer.finish()?;
+    }
+    Ok(bytes)
 }
 
 /// A value of type `data_type` in Arrow's row format, comparable with the bytes of index

@@ -229,14 +229,7 @@ impl SpatialIndex {
             .collect();
         fields.push(ArrowField::new("row", ArrowType::UInt32, false));
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        let mut bytes = Vec::new();
-        {
-            let mut writer =
-                arrow::ipc::writer::FileWriter::try_new(&mut bytes, batch.schema_ref())?;
-            writer.write(&batch)?;
-            writer.finish()?;
-        }
-        Ok(bytes)
+        crate::secondary_index::ipc_file_bytes(&batch)
     }
 
     /// Writes the index file durably (temporary file, fsync, rename, fsync of the directory).
