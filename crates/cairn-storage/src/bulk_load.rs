@@ -11,6 +11,7 @@ use crate::dataset::encoded_size_over;
 use crate::dataset::{Dataset, partition_dir};
 use crate::durable_file::sync_dir;
 use crate::error::{Result, StorageError};
+use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Slot};
 use crate::storage::Storage;
 use arrow::array::RecordBatch;
@@ -65,6 +66,8 @@ pub struct LoadReport {
     pub records: u64,
     pub input_bytes: u64,
     pub components: usize,
+    /// Sorted runs the input was split into to stay within `bulk_load_memory_bytes`.
+    pub runs: usize,
     pub elapsed: Duration,
     /// Time spent parsing and validating input, sorting, writing components, installing.
     pub parse: Duration,
@@ -156,7 +159,20 @@ impl<'a> ChunkBuilder<'a> {
         self.convert()?;
         Ok(self.chunks)
     }
+
+    /// Hands the chunks converted so far to `sink`.
+    fn drain_into(&mut self, sink: &mut ChunkSink<'_>) -> Result<()> {
+        self.chunks.drain(..).try_for_each(&mut *sink)
+    }
+
+    /// Converts what is left and hands every chunk to `sink`.
+    fn finish_into(self, sink: &mut ChunkSink<'_>) -> Result<()> {
+        self.finish()?.into_iter().try_for_each(&mut *sink)
+    }
 }
+
+/// Where parsing hands each converted chunk: the load's [`Runs`].
+type ChunkSink<'a> = dyn FnMut(Chunk) -> Result<()> + 'a;
 
 struct Loader<'a> {
     dataset: &'a Dataset,
@@ -228,7 +244,7 @@ impl Loader<'_> {
     /// Reads a JSON Lines file in blocks of `load_read_block_bytes` on a reader thread (two
     /// buffers, recycled: a large file costs no more memory than two blocks) while the blocks
     /// already read are parsed on every core.
-    fn parse_json_lines(&self, file: u32, threads: usize) -> Result<Vec<Chunk>> {
+    fn parse_json_lines(&self, file: u32, threads: usize, sink: &mut ChunkSink<'_>) -> Result<()> {
         let path = &self.files[file as usize];
         let handle = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
         let block_bytes = self.read_block_bytes.max(1);
@@ -263,7 +279,6 @@ impl Loader<'_> {
                     }
                 }
             });
-            let mut all = Vec::new();
             for block in full_rx {
                 let (buffer, first_line) = block.map_err(|e| match e.kind() {
                     std::io::ErrorKind::InvalidData => StorageError::InvalidInput {
@@ -290,10 +305,12 @@ impl Loader<'_> {
                         },
                     )
                 })?;
-                all.extend(self.parse_json_block(text, first_line, file, threads)?);
+                for chunk in self.parse_json_block(text, first_line, file, threads)? {
+                    sink(chunk)?;
+                }
                 let _ = empty_tx.send(buffer);
             }
-            Ok(all)
+            Ok(())
         })
     }
 
@@ -409,7 +426,7 @@ impl Loader<'_> {
         Ok(all)
     }
 
-    fn parse_csv(&self, file: u32) -> Result<Vec<Chunk>> {
+    fn parse_csv(&self, file: u32, sink: &mut ChunkSink<'_>) -> Result<()> {
         let path = &self.files[file as usize];
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(true)
@@ -454,11 +471,12 @@ impl Loader<'_> {
             let record = record_from_json(self.record_type(), &Json::Object(object))
                 .map_err(|e| self.input_error(file, line, e))?;
             out.push(self.finish(record, file, line, &mut scratch)?)?;
+            out.drain_into(sink)?;
         }
-        out.finish()
+        out.finish_into(sink)
     }
 
-    fn parse_parquet(&self, file: u32) -> Result<Vec<Chunk>> {
+    fn parse_parquet(&self, file: u32, sink: &mut ChunkSink<'_>) -> Result<()> {
         let path = &self.files[file as usize];
         let handle = std::fs::File::open(path).map_err(|e| StorageError::io(path, e))?;
         let parquet_error = |e: &dyn std::fmt::Display| StorageError::Parquet {
@@ -555,8 +573,9 @@ impl Loader<'_> {
                 };
                 out.push(self.finish(record, file, row_number, &mut scratch)?)?;
             }
+            out.drain_into(sink)?;
         }
-        out.finish()
+        out.finish_into(sink)
     }
 }
 
@@ -593,6 +612,10 @@ impl Storage {
     /// Loads `files` into `dataset` (empty or not), all or nothing. The format comes from
     /// `format` or each file's extension. Keys must be new: a key already in the dataset or
     /// repeated in the input fails the load, naming file and line.
+    ///
+    /// Memory is bounded by `bulk_load_memory_bytes`, not by the input: parsed input is sorted
+    /// and written as components one run at a time (an external sort whose runs stay
+    /// components), and the runs are checked against each other for repeated keys at the end.
     pub fn load(
         &self,
         dataset: &str,
@@ -602,6 +625,14 @@ impl Storage {
         let started = Instant::now();
         let dataset = self.dataset(dataset)?;
         let options = self.options();
+        if files.len() > LOAD_FILES_MAX {
+            return Err(StorageError::LimitExceeded {
+                what: format!("a load of {} files", files.len()),
+                actual: files.len(),
+                limit: LOAD_FILES_MAX,
+                setting: "files per load (load them in several loads)",
+            });
+        }
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let loader = Loader {
             dataset: &dataset,
@@ -609,146 +640,53 @@ impl Storage {
             record_max_bytes: options.record_max_bytes,
             read_block_bytes: options.load_read_block_bytes,
         };
-        let mut parsed = Vec::new();
+        let mut runs = Runs {
+            dataset: &dataset,
+            files,
+            options,
+            threads,
+            buffered: Vec::new(),
+            buffered_bytes: 0,
+            written: Vec::new(),
+            records: 0,
+            sort: Duration::ZERO,
+            write: Duration::ZERO,
+        };
         let mut input_bytes = 0u64;
-        for (index, path) in files.iter().enumerate() {
-            let format = format
-                .or_else(|| InputFormat::from_path(path))
-                .ok_or_else(|| {
-                    StorageError::InvalidInputFormat(format!(
-                        "{}: cannot tell the format from the file name; say json, csv or parquet",
-                        path.display()
-                    ))
-                })?;
-            input_bytes += std::fs::metadata(path)
-                .map_err(|e| StorageError::io(path, e))?
-                .len();
-            let file = index as u32;
-            parsed.extend(match format {
-                InputFormat::JsonLines => loader.parse_json_lines(file, threads)?,
-                InputFormat::Csv => loader.parse_csv(file)?,
-                InputFormat::Parquet => loader.parse_parquet(file)?,
-            });
-        }
-        let parse = started.elapsed();
-        let phase = Instant::now();
-
-        // Gather each partition's batches and row origins, sort rows by key, reject repeats.
-        let partition_count = dataset.shape.partition_count as usize;
-        let mut partitions: Vec<PartitionInput> = (0..partition_count)
-            .map(|_| PartitionInput::default())
-            .collect();
-        let mut batches: Vec<RecordBatch> = Vec::with_capacity(parsed.len());
-        for chunk in parsed {
-            let batch_index = batches.len();
-            for (row, origin) in chunk.origins.into_iter().enumerate() {
-                let target = &mut partitions[dataset.partition_of(&origin.key) as usize];
-                target.rows.push((batch_index, row));
-                target.origins.push(origin);
-            }
-            batches.push(chunk.batch);
-        }
-        let records: u64 = partitions.iter().map(|p| p.origins.len() as u64).sum();
-        run_parallel(&mut partitions, threads, |input| {
-            let mut order: Vec<usize> = (0..input.origins.len()).collect();
-            order.sort_unstable_by(|&a, &b| input.origins[a].key.cmp(&input.origins[b].key));
-            input.rows = order.iter().map(|&i| input.rows[i]).collect();
-            input.sorted_origins = order;
-            Ok(())
-        })?;
-        for input in &partitions {
-            let repeated = input
-                .sorted_origins
-                .windows(2)
-                .map(|w| (&input.origins[w[0]], &input.origins[w[1]]))
-                .find(|(a, b)| a.key == b.key);
-            if let Some((a, b)) = repeated {
-                let (first, second) = if (a.file, a.line) <= (b.file, b.line) {
-                    (a, b)
-                } else {
-                    (b, a)
-                };
-                return Err(StorageError::DuplicateKeyInInput {
-                    file: files[second.file as usize].clone(),
-                    line: second.line,
-                    first_line: first.line,
-                    key: second.key.to_string(),
-                });
-            }
-        }
-        let sort = phase.elapsed();
-        let phase = Instant::now();
-
-        // Write components, one or more per partition, on every core.
-        let rows_per_component = options.bulk_load_component_rows.max(1);
-        let mut jobs: Vec<(usize, u64, std::ops::Range<usize>)> = Vec::new();
-        for (p, input) in partitions.iter().enumerate() {
-            for start in (0..input.rows.len()).step_by(rows_per_component) {
-                let end = (start + rows_per_component).min(input.rows.len());
-                jobs.push((p, dataset.allocate_component_id(), start..end));
-            }
-        }
-        // Twice as many writers as cores: each ends with an fsync of its file, and another
-        // writer's encoding keeps the core busy meanwhile.
-        let writers = (threads * 2).min(jobs.len()).max(1);
-        let job_queue = std::sync::Mutex::new(jobs);
-        let written = std::sync::Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..writers {
-                s.spawn(|| {
-                    loop {
-                        let next = job_queue.lock().map(|mut q| q.pop()).unwrap_or(None);
-                        let Some((p, id, range)) = next else { break };
-                        let path = dataset.dir.join(Dataset::component_relative_path(p, id));
-                        let input = &partitions[p];
-                        let step = write_interleaved(
-                            &path,
-                            &dataset.shape,
-                            &batches,
-                            &input.rows[range],
-                            options.row_group_rows,
-                        )
-                        .and_then(|_| sync_dir(&partition_dir(&dataset.dir, p)))
-                        .and_then(|_| {
-                            DiskComponent::open(
-                                id,
-                                path.clone(),
-                                dataset.shape.clone(),
-                                dataset.caches.clone(),
-                            )
-                        });
-                        if step.is_err() {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                        if let Ok(mut w) = written.lock() {
-                            w.push((p, step.map(Arc::new)));
-                        }
-                    }
-                });
-            }
-        });
-        let mut components: Vec<Vec<Arc<DiskComponent>>> =
-            (0..partition_count).map(|_| Vec::new()).collect();
-        let mut first_error = None;
-        for (p, result) in written.into_inner().unwrap_or_default() {
-            match result {
-                Ok(component) => components[p].push(component),
-                Err(e) => {
-                    first_error.get_or_insert(e);
+        let mut read_all = || -> Result<()> {
+            for (index, path) in files.iter().enumerate() {
+                let format = format
+                    .or_else(|| InputFormat::from_path(path))
+                    .ok_or_else(|| {
+                        StorageError::InvalidInputFormat(format!(
+                            "{}: cannot tell the format from the file name; say json, csv or parquet",
+                            path.display()
+                        ))
+                    })?;
+                input_bytes += std::fs::metadata(path)
+                    .map_err(|e| StorageError::io(path, e))?
+                    .len();
+                let file = index as u32;
+                let mut sink = |chunk: Chunk| runs.add(chunk);
+                match format {
+                    InputFormat::JsonLines => loader.parse_json_lines(file, threads, &mut sink)?,
+                    InputFormat::Csv => loader.parse_csv(file, &mut sink)?,
+                    InputFormat::Parquet => loader.parse_parquet(file, &mut sink)?,
                 }
             }
-        }
-        let discard = |components: &[Vec<Arc<DiskComponent>>]| {
-            for component in components.iter().flatten() {
-                component.mark_obsolete();
-            }
+            Ok(())
         };
-        if let Some(e) = first_error {
-            discard(&components);
+        let read = read_all();
+        let reading = started.elapsed();
+        let parse = reading.saturating_sub(runs.sort + runs.write);
+        let written = read
+            .and_then(|_| runs.write_buffered())
+            .and_then(|_| runs.check_across_runs());
+        if let Err(e) = written {
+            runs.discard();
             return Err(e);
         }
-        let component_count = components.iter().map(Vec::len).sum();
-        let write = phase.elapsed();
+        let (sort, write) = (runs.sort, runs.write);
         let phase = Instant::now();
 
         // Install: quiesce and flush every partition, check keys are new, add the components,
@@ -764,25 +702,28 @@ impl Storage {
             for (index, state) in states.iter_mut().enumerate() {
                 dataset.flush_locked(index, state, options.row_group_rows)?;
             }
-            for (index, input) in partitions.iter().enumerate() {
-                if states[index].slots.is_empty() {
+            for (index, state) in states.iter().enumerate() {
+                if state.slots.is_empty() {
                     continue;
                 }
-                for item in &input.origins {
-                    if states[index].locate(&item.key)?.is_some() {
-                        return Err(StorageError::InvalidInput {
-                            file: files[item.file as usize].clone(),
-                            line: item.line,
+                for (run, first_row, component) in runs.placed(index) {
+                    component.for_each_key(|row, key| {
+                        if state.locate(&key)?.is_none() {
+                            return Ok(());
+                        }
+                        let (file, line) = runs.origin(run, index, first_row + row);
+                        Err(StorageError::InvalidInput {
+                            file: files[file].clone(),
+                            line,
                             source: ModelError::InvalidKey {
                                 field: dataset.shape.dataset_type.primary_key.join(", "),
                                 message: format!(
-                                    "key {} already exists in dataset `{}` (a load only adds new keys)",
-                                    item.key,
+                                    "key {key} already exists in dataset `{}` (a load only adds new keys)",
                                     dataset.name()
                                 ),
                             },
-                        });
-                    }
+                        })
+                    })?;
                 }
             }
             Ok(())
@@ -791,9 +732,10 @@ impl Storage {
             drop(states);
             drop(manifest_guard);
             drop(flush_guards);
-            discard(&components);
+            runs.discard();
             return Err(e);
         }
+        let components = runs.components_by_partition();
         for (index, made) in components.iter().enumerate() {
             for component in made.iter().rev() {
                 states[index]
@@ -819,20 +761,353 @@ impl Storage {
                     .retain(|s| !ids.contains(&s.component.id()));
             }
             drop(flush_guards);
-            discard(&components);
+            runs.discard();
             return Err(e);
         }
         drop(flush_guards);
         Ok(LoadReport {
-            records,
+            records: runs.records,
             input_bytes,
-            components: component_count,
+            components: components.iter().map(Vec::len).sum(),
+            runs: runs.written.len(),
             elapsed: started.elapsed(),
             parse,
             sort,
             write,
             install: phase.elapsed(),
         })
+    }
+}
+
+/// Bits of a packed row origin that hold the line; the file's number is above them.
+const ORIGIN_LINE_BITS: u32 = 44;
+
+/// Most input files one load takes (what a packed origin's file bits can number).
+const LOAD_FILES_MAX: usize = 1 << (64 - ORIGIN_LINE_BITS);
+
+/// A row's file and line in 8 bytes, so a written run keeps its origins (for error messages)
+/// at a small fraction of the memory its parsed rows took.
+fn pack_origin(origin: &Origin) -> u64 {
+    let line_max = (1u64 << ORIGIN_LINE_BITS) - 1;
+    ((origin.file as u64) << ORIGIN_LINE_BITS) | origin.line.min(line_max)
+}
+
+fn unpack_origin(packed: u64) -> (usize, u64) {
+    (
+        (packed >> ORIGIN_LINE_BITS) as usize,
+        packed & ((1u64 << ORIGIN_LINE_BITS) - 1),
+    )
+}
+
+/// Memory a parsed chunk holds until its run is written: its Arrow columns and its rows'
+/// origins with their keys.
+fn chunk_bytes(chunk: &Chunk) -> usize {
+    let key_bytes: usize = chunk
+        .origins
+        .iter()
+        .map(|origin| {
+            origin
+                .key
+                .0
+                .iter()
+                .map(|value| {
+                    std::mem::size_of::<cairn_model::KeyValue>()
+                        + match value {
+                            cairn_model::KeyValue::Int(_) => 0,
+                            cairn_model::KeyValue::Str(s) => s.len(),
+                            cairn_model::KeyValue::Bytes(b) => b.len(),
+                        }
+                })
+                .sum::<usize>()
+        })
+        .sum();
+    chunk.batch.get_array_memory_size()
+        + chunk.origins.len() * std::mem::size_of::<Origin>()
+        + key_bytes
+}
+
+/// One sorted run of a load, written as components but not yet part of the dataset.
+struct WrittenRun {
+    /// Per partition, the run's components in key order (their key ranges do not overlap).
+    components: Vec<Vec<Arc<DiskComponent>>>,
+    /// Per partition, the packed origin of every row of those components, in the same order.
+    origins: Vec<Vec<u64>>,
+}
+
+/// A load's external sort: parsed chunks are buffered up to `bulk_load_memory_bytes`, then
+/// each partition's rows are sorted by key and written as components, one run at a time.
+/// Keys are unique within a run by its sort and across runs by [`Runs::check_across_runs`].
+struct Runs<'a> {
+    dataset: &'a Dataset,
+    files: &'a [PathBuf],
+    options: &'a StorageOptions,
+    threads: usize,
+    buffered: Vec<Chunk>,
+    buffered_bytes: usize,
+    written: Vec<WrittenRun>,
+    records: u64,
+    /// Time spent sorting and checking keys, and writing components, over all runs.
+    sort: Duration,
+    write: Duration,
+}
+
+impl Runs<'_> {
+    fn add(&mut self, chunk: Chunk) -> Result<()> {
+        self.buffered_bytes += chunk_bytes(&chunk);
+        self.buffered.push(chunk);
+        if self.buffered_bytes >= self.options.bulk_load_memory_bytes {
+            self.write_buffered()?;
+        }
+        Ok(())
+    }
+
+    fn repeated_key(&self, key: &Key, first: (usize, u64), second: (usize, u64)) -> StorageError {
+        StorageError::DuplicateKeyInInput {
+            file: self.files[second.0].clone(),
+            line: second.1,
+            first_file: self.files[first.0].clone(),
+            first_line: first.1,
+            key: key.to_string(),
+        }
+    }
+
+    /// Sorts the buffered chunks' rows by key within each partition, rejects a key repeated
+    /// among them, and writes them as components on every core.
+    fn write_buffered(&mut self) -> Result<()> {
+        let chunks = std::mem::take(&mut self.buffered);
+        self.buffered_bytes = 0;
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let dataset = self.dataset;
+        let phase = Instant::now();
+        let partition_count = dataset.shape.partition_count as usize;
+        let mut partitions: Vec<PartitionInput> = (0..partition_count)
+            .map(|_| PartitionInput::default())
+            .collect();
+        let mut batches: Vec<RecordBatch> = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
+            let batch_index = batches.len();
+            for (row, origin) in chunk.origins.into_iter().enumerate() {
+                let target = &mut partitions[dataset.partition_of(&origin.key) as usize];
+                target.rows.push((batch_index, row));
+                target.origins.push(origin);
+            }
+            batches.push(chunk.batch);
+        }
+        self.records += partitions
+            .iter()
+            .map(|p| p.origins.len() as u64)
+            .sum::<u64>();
+        run_parallel(&mut partitions, self.threads, |input| {
+            let mut order: Vec<usize> = (0..input.origins.len()).collect();
+            order.sort_unstable_by(|&a, &b| input.origins[a].key.cmp(&input.origins[b].key));
+            input.rows = order.iter().map(|&i| input.rows[i]).collect();
+            input.sorted_origins = order;
+            Ok(())
+        })?;
+        for input in &partitions {
+            let repeated = input
+                .sorted_origins
+                .windows(2)
+                .map(|w| (&input.origins[w[0]], &input.origins[w[1]]))
+                .find(|(a, b)| a.key == b.key);
+            if let Some((a, b)) = repeated {
+                let (first, second) = if (a.file, a.line) <= (b.file, b.line) {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                return Err(self.repeated_key(
+                    &second.key,
+                    (first.file as usize, first.line),
+                    (second.file as usize, second.line),
+                ));
+            }
+        }
+        // Keep only each row's packed origin: the keys are in the components from here on.
+        let origins: Vec<Vec<u64>> = partitions
+            .iter_mut()
+            .map(|input| {
+                let packed = input
+                    .sorted_origins
+                    .iter()
+                    .map(|&i| pack_origin(&input.origins[i]))
+                    .collect();
+                input.origins = Vec::new();
+                input.sorted_origins = Vec::new();
+                packed
+            })
+            .collect();
+        self.sort += phase.elapsed();
+        let phase = Instant::now();
+
+        // Write components, one or more per partition, on every core.
+        let rows_per_component = self.options.bulk_load_component_rows.max(1);
+        let mut jobs: Vec<(usize, u64, std::ops::Range<usize>)> = Vec::new();
+        for (p, input) in partitions.iter().enumerate() {
+            for start in (0..input.rows.len()).step_by(rows_per_component) {
+                let end = (start + rows_per_component).min(input.rows.len());
+                jobs.push((p, dataset.allocate_component_id(), start..end));
+            }
+        }
+        // Twice as many writers as cores: each ends with an fsync of its file, and another
+        // writer's encoding keeps the core busy meanwhile.
+        let writers = (self.threads * 2).min(jobs.len()).max(1);
+        let job_queue = std::sync::Mutex::new(jobs);
+        let written = std::sync::Mutex::new(Vec::new());
+        let row_group_rows = self.options.row_group_rows;
+        std::thread::scope(|s| {
+            for _ in 0..writers {
+                s.spawn(|| {
+                    loop {
+                        let next = job_queue.lock().map(|mut q| q.pop()).unwrap_or(None);
+                        let Some((p, id, range)) = next else { break };
+                        let path = dataset.dir.join(Dataset::component_relative_path(p, id));
+                        let first = range.start;
+                        let step = write_interleaved(
+                            &path,
+                            &dataset.shape,
+                            &batches,
+                            &partitions[p].rows[range],
+                            row_group_rows,
+                        )
+                        .and_then(|_| sync_dir(&partition_dir(&dataset.dir, p)))
+                        .and_then(|_| {
+                            DiskComponent::open(
+                                id,
+                                path.clone(),
+                                dataset.shape.clone(),
+                                dataset.caches.clone(),
+                            )
+                        });
+                        if step.is_err() {
+                            let _ = std::fs::remove_file(&path);
+                        }
+                        if let Ok(mut w) = written.lock() {
+                            w.push((p, first, step.map(Arc::new)));
+                        }
+                    }
+                });
+            }
+        });
+        let mut placed: Vec<Vec<(usize, Arc<DiskComponent>)>> =
+            (0..partition_count).map(|_| Vec::new()).collect();
+        let mut first_error = None;
+        for (p, first, result) in written.into_inner().unwrap_or_default() {
+            match result {
+                Ok(component) => placed[p].push((first, component)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let components: Vec<Vec<Arc<DiskComponent>>> = placed
+            .into_iter()
+            .map(|mut made| {
+                made.sort_unstable_by_key(|(first, _)| *first);
+                made.into_iter().map(|(_, component)| component).collect()
+            })
+            .collect();
+        // Recorded even on failure, so that discarding the load deletes what this run wrote.
+        self.written.push(WrittenRun {
+            components,
+            origins,
+        });
+        self.write += phase.elapsed();
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Every written component of partition `partition` with its run and the row number of
+    /// its first row within that run's part of the partition.
+    fn placed(&self, partition: usize) -> Vec<(usize, u64, &Arc<DiskComponent>)> {
+        let mut placed = Vec::new();
+        for (run, written) in self.written.iter().enumerate() {
+            let mut first_row = 0;
+            for component in &written.components[partition] {
+                placed.push((run, first_row, component));
+                first_row += component.rows;
+            }
+        }
+        placed
+    }
+
+    /// The file and line of row `row` of run `run`'s part of partition `partition`.
+    fn origin(&self, run: usize, partition: usize, row: u64) -> (usize, u64) {
+        let packed = self.written[run].origins[partition]
+            .get(row as usize)
+            .copied();
+        // Invariant: the origins were taken from the same sorted rows the components hold.
+        debug_assert!(packed.is_some(), "row {row} beyond its run's origins");
+        unpack_origin(packed.unwrap_or(0))
+    }
+
+    /// Rejects a key that two runs both hold. Only components whose key ranges overlap a
+    /// component of an earlier run are read, so input that arrives in key order (as generated
+    /// data often does) costs nothing here.
+    fn check_across_runs(&mut self) -> Result<()> {
+        if self.written.len() < 2 {
+            return Ok(());
+        }
+        let phase = Instant::now();
+        for partition in 0..self.dataset.shape.partition_count as usize {
+            let placed = self.placed(partition);
+            for (index, &(run, first_row, component)) in placed.iter().enumerate() {
+                let Some((low, high)) = component.key_bounds() else {
+                    continue;
+                };
+                let earlier: Vec<_> = placed[..index]
+                    .iter()
+                    .filter(|(other_run, _, other)| {
+                        *other_run < run
+                            && other.key_bounds().is_some_and(|(other_low, other_high)| {
+                                other_low <= high && low <= other_high
+                            })
+                    })
+                    .collect();
+                if earlier.is_empty() {
+                    continue;
+                }
+                component.for_each_key(|row, key| {
+                    for &&(other_run, other_first_row, other) in &earlier {
+                        if let Some(found) = other.find(&key)? {
+                            return Err(self.repeated_key(
+                                &key,
+                                self.origin(other_run, partition, other_first_row + found),
+                                self.origin(run, partition, first_row + row),
+                            ));
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        self.sort += phase.elapsed();
+        Ok(())
+    }
+
+    /// The written components of every run, per partition.
+    fn components_by_partition(&self) -> Vec<Vec<Arc<DiskComponent>>> {
+        (0..self.dataset.shape.partition_count as usize)
+            .map(|partition| {
+                self.placed(partition)
+                    .into_iter()
+                    .map(|(_, _, component)| component.clone())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Deletes every component the load wrote: it failed, and leaves the dataset as it was.
+    fn discard(&self) {
+        for run in &self.written {
+            for component in run.components.iter().flatten() {
+                component.mark_obsolete();
+            }
+        }
     }
 }
 

@@ -488,6 +488,28 @@ impl DiskComponent {
         })
     }
 
+    /// The smallest and largest key the component holds (`None` for an empty component).
+    pub fn key_bounds(&self) -> Option<(&Key, &Key)> {
+        Some((&self.fences.first()?.min_key, &self.fences.last()?.max_key))
+    }
+
+    /// Calls `visit(row, key)` for every row in key order, decoding one row group's key
+    /// columns at a time past the decoded row-group cache (a bulk check must not evict the
+    /// pages point reads keep warm).
+    pub fn for_each_key(&self, mut visit: impl FnMut(u64, Key) -> Result<()>) -> Result<()> {
+        let metadata = self.metadata()?;
+        for (row_group, fence) in self.fences.iter().enumerate() {
+            let columns = self.read_columns(&metadata, row_group, true)?;
+            for row in 0..fence.rows as usize {
+                visit(
+                    fence.first_row + row as u64,
+                    key_at(&self.shape, &columns, row),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finds the row holding `key`, if any (deleted or not: the caller checks the deletion
     /// vector). Cut short by key fences and the row group's bloom filter.
     pub fn find(&self, key: &Key) -> Result<Option<u64>> {

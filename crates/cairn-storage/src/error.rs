@@ -35,10 +35,11 @@ pub enum StorageError {
         position: usize,
         key: String,
     },
-    #[error("{}:{line}: duplicate primary key {key} in the input (first seen at line {first_line})", file.display())]
+    #[error("{}:{line}: duplicate primary key {key} in the input (first seen at {}:{first_line})", file.display(), first_file.display())]
     DuplicateKeyInInput {
         file: PathBuf,
         line: u64,
+        first_file: PathBuf,
         first_line: u64,
         key: String,
     },

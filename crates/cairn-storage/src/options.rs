@@ -60,6 +60,9 @@ pub struct StorageOptions {
     pub metadata_cache_bytes: usize,
     /// Rows per component written by bulk load before starting another component.
     pub bulk_load_component_rows: usize,
+    /// Parsed input a bulk load holds before it sorts it and writes it as components (one
+    /// sorted run); a larger input is loaded in several runs.
+    pub bulk_load_memory_bytes: usize,
     /// JSON Lines input is read and parsed this many bytes at a time.
     pub load_read_block_bytes: usize,
     /// Byte budget of each dataset's predicate cache (units of components known to hold no
@@ -86,6 +89,7 @@ impl Default for StorageOptions {
             row_group_cache_bytes: 256 << 20,
             metadata_cache_bytes: 64 << 20,
             bulk_load_component_rows: 2_000_000,
+            bulk_load_memory_bytes: 2 << 30,
             load_read_block_bytes: 64 << 20,
             predicate_cache_bytes: 16 << 20,
             background_work: true,

@@ -592,6 +592,120 @@ fn loads_read_in_small_blocks_keep_line_numbers() {
     assert!(err.contains("bad.json:251") && err.contains("`v`"), "{err}");
 }
 
+/// A storage whose loads hold almost nothing in memory: every parsed chunk (a 256-byte block
+/// of lines) becomes its own sorted run.
+fn storage_with_tiny_load_memory(dir: &std::path::Path) -> cairn_storage::Storage {
+    let options = cairn_storage::StorageOptions {
+        load_read_block_bytes: 256,
+        bulk_load_memory_bytes: 1,
+        ..test_options()
+    };
+    let storage = cairn_storage::Storage::open(dir, options).unwrap();
+    storage
+        .create_dataset("items", item_dataset_type(), Some(2))
+        .unwrap();
+    storage
+}
+
+fn item_lines(ids: impl Iterator<Item = i64>) -> Vec<String> {
+    ids.map(|id| cairn_model::json::record_to_json(&item_type(), &item(id, id)).to_string())
+        .collect()
+}
+
+#[test]
+fn loads_larger_than_their_memory_budget_are_written_in_sorted_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage_with_tiny_load_memory(dir.path());
+    let input = tempfile::tempdir().unwrap();
+    // Keys out of order, so that the runs' key ranges overlap and are checked key by key.
+    let ids = (0..400i64).map(|i| (i * 7919) % 400);
+    let path = input.path().join("shuffled.json");
+    std::fs::write(&path, item_lines(ids).join("\n")).unwrap();
+    let report = storage.load("items", &[path], None).unwrap();
+    assert_eq!(report.records, 400);
+    assert!(report.runs > 10, "{} runs", report.runs);
+    for id in 0..400 {
+        assert_eq!(
+            storage.get("items", &Key::int(id)).unwrap(),
+            Some(item(id, id))
+        );
+    }
+    let stats = storage.stats("items").unwrap();
+    assert_eq!(stats.live_rows, 400);
+    let scanned: usize =
+        collect_parallel(storage.scan("items", &ScanRequest::default()).unwrap(), 2)
+            .unwrap()
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+    assert_eq!(scanned, 400);
+
+    // A later load's runs are checked against the dataset as well.
+    let again = input.path().join("again.json");
+    std::fs::write(&again, item_lines([1000, 1001, 399].into_iter()).join("\n")).unwrap();
+    let err = storage
+        .load("items", &[again], None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("again.json:3") && err.contains("already exists"),
+        "{err}"
+    );
+    assert_eq!(storage.get("items", &Key::int(1000)).unwrap(), None);
+}
+
+#[test]
+fn a_key_repeated_in_two_runs_fails_the_whole_load_naming_both_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage_with_tiny_load_memory(dir.path());
+    let input = tempfile::tempdir().unwrap();
+    let first = input.path().join("first.json");
+    let second = input.path().join("second.json");
+    std::fs::write(&first, item_lines(0..100).join("\n")).unwrap();
+    // Line 61 of the second file repeats key 42 of the first file's line 43.
+    std::fs::write(
+        &second,
+        item_lines((100..160).chain([42]).chain(160..200)).join("\n"),
+    )
+    .unwrap();
+    let err = storage
+        .load("items", &[first.clone(), second], None)
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, StorageError::DuplicateKeyInInput { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("second.json:61") && message.contains("first.json:43"),
+        "{message}"
+    );
+    // All or nothing: no run of the failed load is visible, and its files are gone.
+    assert_eq!(storage.stats("items").unwrap().live_rows, 0);
+    assert_eq!(storage.get("items", &Key::int(7)).unwrap(), None);
+    let leftover: Vec<_> = walk_files(dir.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    assert!(leftover.is_empty(), "{leftover:?}");
+    // The same files without the repeat load fine.
+    let report = storage.load("items", &[first], None).unwrap();
+    assert_eq!(report.records, 100);
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 #[test]
 fn reopened_components_find_every_key_across_many_row_groups() {
     // Opening a component reads only each row group's first and last keys for its fences; a
