@@ -168,6 +168,23 @@ impl Key {
         Key(vec![KeyValue::Str(value.into())])
     }
 
+    /// Bytes the key holds in memory (its parts and their strings or bytes), for budgets.
+    pub fn approximate_size(&self) -> usize {
+        std::mem::size_of::<Key>()
+            + self
+                .0
+                .iter()
+                .map(|part| {
+                    std::mem::size_of::<KeyValue>()
+                        + match part {
+                            KeyValue::Int(_) => 0,
+                            KeyValue::Str(s) => s.len(),
+                            KeyValue::Bytes(b) => b.len(),
+                        }
+                })
+                .sum::<usize>()
+    }
+
     /// A stable 64-bit hash used to place the key in a partition. Its definition is part of the
     /// on-disk format (partition membership is persisted), so it must never change: FNV-1a over
     /// a tagged encoding of each component, then the murmur3 finalizer to spread low bits.

@@ -648,7 +648,6 @@ impl Storage {
             buffered: Vec::new(),
             buffered_bytes: 0,
             written: Vec::new(),
-            records: 0,
             sort: Duration::ZERO,
             write: Duration::ZERO,
         };
@@ -766,7 +765,7 @@ impl Storage {
         }
         drop(flush_guards);
         Ok(LoadReport {
-            records: runs.records,
+            records: runs.records(),
             input_bytes,
             components: components.iter().map(Vec::len).sum(),
             runs: runs.written.len(),
@@ -802,28 +801,12 @@ fn unpack_origin(packed: u64) -> (usize, u64) {
 /// Memory a parsed chunk holds until its run is written: its Arrow columns and its rows'
 /// origins with their keys.
 fn chunk_bytes(chunk: &Chunk) -> usize {
-    let key_bytes: usize = chunk
+    let origin_bytes: usize = chunk
         .origins
         .iter()
-        .map(|origin| {
-            origin
-                .key
-                .0
-                .iter()
-                .map(|value| {
-                    std::mem::size_of::<cairn_model::KeyValue>()
-                        + match value {
-                            cairn_model::KeyValue::Int(_) => 0,
-                            cairn_model::KeyValue::Str(s) => s.len(),
-                            cairn_model::KeyValue::Bytes(b) => b.len(),
-                        }
-                })
-                .sum::<usize>()
-        })
+        .map(|origin| std::mem::size_of::<Origin>() + origin.key.approximate_size())
         .sum();
-    chunk.batch.get_array_memory_size()
-        + chunk.origins.len() * std::mem::size_of::<Origin>()
-        + key_bytes
+    chunk.batch.get_array_memory_size() + origin_bytes
 }
 
 /// One sorted run of a load, written as components but not yet part of the dataset.
@@ -845,7 +828,6 @@ struct Runs<'a> {
     buffered: Vec<Chunk>,
     buffered_bytes: usize,
     written: Vec<WrittenRun>,
-    records: u64,
     /// Time spent sorting and checking keys, and writing components, over all runs.
     sort: Duration,
     write: Duration,
@@ -895,10 +877,6 @@ impl Runs<'_> {
             }
             batches.push(chunk.batch);
         }
-        self.records += partitions
-            .iter()
-            .map(|p| p.origins.len() as u64)
-            .sum::<u64>();
         run_parallel(&mut partitions, self.threads, |input| {
             let mut order: Vec<usize> = (0..input.origins.len()).collect();
             order.sort_unstable_by(|&a, &b| input.origins[a].key.cmp(&input.origins[b].key));
@@ -1019,6 +997,15 @@ impl Runs<'_> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Rows written so far: one origin is kept per row.
+    fn records(&self) -> u64 {
+        self.written
+            .iter()
+            .flat_map(|run| &run.origins)
+            .map(|origins| origins.len() as u64)
+            .sum()
     }
 
     /// Every written component of partition `partition` with its run and the row number of

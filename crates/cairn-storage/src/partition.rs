@@ -157,7 +157,7 @@ fn locate_in_slots(slots: &[Slot], key: &Key) -> Result<Option<(usize, u64)>> {
 }
 
 fn entry_bytes(key: &Key, record: &Record) -> usize {
-    std::mem::size_of::<Key>() + key.0.len() * 24 + record.approximate_size()
+    key.approximate_size() + record.approximate_size()
 }
 
 impl PartitionState {

@@ -460,10 +460,7 @@ fn oversized_records_in_a_load_name_file_and_line() {
         format!("{{\"id\": 1, \"v\": 1, \"tags\": []}}\n{big}\n"),
     )
     .unwrap();
-    let err = storage
-        .load("items", &[path], None)
-        .unwrap_err()
-        .to_string();
+    let err = failed_load(&storage, &[path]);
     assert!(
         err.contains("big.json:2") && err.contains("record_max_bytes"),
         "{err}"
@@ -588,7 +585,7 @@ fn loads_read_in_small_blocks_keep_line_numbers() {
     }
     let bad = input.path().join("bad.json");
     std::fs::write(&bad, lines.join("\n")).unwrap();
-    let err = storage.load("items", &[bad], None).unwrap_err().to_string();
+    let err = failed_load(&storage, &[bad]);
     assert!(err.contains("bad.json:251") && err.contains("`v`"), "{err}");
 }
 
@@ -600,15 +597,17 @@ fn storage_with_tiny_load_memory(dir: &std::path::Path) -> cairn_storage::Storag
         bulk_load_memory_bytes: 1,
         ..test_options()
     };
-    let storage = cairn_storage::Storage::open(dir, options).unwrap();
-    storage
-        .create_dataset("items", item_dataset_type(), Some(2))
-        .unwrap();
-    storage
+    open_items_with(dir, options, 2)
 }
 
-fn item_lines(ids: impl Iterator<Item = i64>) -> Vec<String> {
-    ids.map(|id| cairn_model::json::record_to_json(&item_type(), &item(id, id)).to_string())
+/// The error text of a load that must fail.
+fn failed_load(storage: &cairn_storage::Storage, files: &[std::path::PathBuf]) -> String {
+    storage.load("items", files, None).unwrap_err().to_string()
+}
+
+fn item_lines(ids: impl IntoIterator<Item = i64>) -> Vec<String> {
+    ids.into_iter()
+        .map(|id| cairn_model::json::record_to_json(&item_type(), &item(id, id)).to_string())
         .collect()
 }
 
@@ -642,11 +641,8 @@ fn loads_larger_than_their_memory_budget_are_written_in_sorted_runs() {
 
     // A later load's runs are checked against the dataset as well.
     let again = input.path().join("again.json");
-    std::fs::write(&again, item_lines([1000, 1001, 399].into_iter()).join("\n")).unwrap();
-    let err = storage
-        .load("items", &[again], None)
-        .unwrap_err()
-        .to_string();
+    std::fs::write(&again, item_lines([1000, 1001, 399]).join("\n")).unwrap();
+    let err = failed_load(&storage, &[again]);
     assert!(
         err.contains("again.json:3") && err.contains("already exists"),
         "{err}"

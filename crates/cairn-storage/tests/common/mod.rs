@@ -59,7 +59,12 @@ pub fn open(dir: &Path) -> Storage {
 }
 
 pub fn open_with_items(dir: &Path, partitions: u32) -> Storage {
-    let storage = open(dir);
+    open_items_with(dir, test_options(), partitions)
+}
+
+/// A storage opened with `options` holding an empty `items` dataset.
+pub fn open_items_with(dir: &Path, options: StorageOptions, partitions: u32) -> Storage {
+    let storage = Storage::open(dir, options).unwrap();
     storage
         .create_dataset("items", item_dataset_type(), Some(partitions))
         .unwrap();
