@@ -119,7 +119,7 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
         let db = prepared_database(&scratch, &users_file).await?;
         let address = start_feed(&db, args.batch_size).await?;
         eprintln!("ingest: {clients} sender(s) for {} s", args.seconds);
-        let senders = Senders::start(address, clients, bodies.clone(), args.users + 1)?;
+        let senders = Senders::start(address, clients, bodies.clone(), Ids::Fresh(args.users + 1))?;
         let (records, seconds, per_second) = senders.measure(Duration::from_secs_f64(args.seconds));
         senders.finish();
         let metrics = db
@@ -146,7 +146,12 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
     let queries = short_queries(&db, args).await?;
     let idle = time_queries(&db, &queries).await?;
     let address = start_feed(&db, args.batch_size).await?;
-    let senders = Senders::start(address, args.latency_clients, bodies, args.users + 1)?;
+    let senders = Senders::start(
+        address,
+        args.latency_clients,
+        bodies,
+        Ids::Existing(args.users),
+    )?;
     let started = Instant::now();
     let before = senders.committed();
     let feeding = time_queries(&db, &queries).await?;
@@ -260,6 +265,36 @@ async fn time_queries(
     Ok(times)
 }
 
+/// Which user ids senders send.
+#[derive(Debug, Clone, Copy)]
+enum Ids {
+    /// New users, ids from this one up: the dataset grows.
+    Fresh(i64),
+    /// Existing users 1 to n, again and again: every record replaces one, so the dataset (and
+    /// a range query's answer) keeps its size.
+    Existing(i64),
+}
+
+impl Ids {
+    /// The id of the `sequence`th record sent.
+    fn id(self, sequence: i64) -> i64 {
+        match self {
+            Ids::Fresh(first) => first + sequence,
+            Ids::Existing(users) => 1 + sequence % users,
+        }
+    }
+
+    /// Which of the pool's bodies the `sequence`th record carries: for existing users, a
+    /// different one on every pass over them.
+    fn body(self, sequence: i64) -> usize {
+        let index = match self {
+            Ids::Fresh(_) => self.id(sequence),
+            Ids::Existing(users) => sequence + sequence / users,
+        };
+        (index % BODY_POOL) as usize
+    }
+}
+
 /// Sender connections, each writing from its own thread and reading acknowledgements on
 /// another, until told to stop.
 struct Senders {
@@ -273,10 +308,10 @@ impl Senders {
         address: SocketAddr,
         clients: usize,
         bodies: Arc<Vec<String>>,
-        first_id: i64,
+        ids: Ids,
     ) -> std::io::Result<Senders> {
         let stop = Arc::new(AtomicBool::new(false));
-        let next_id = Arc::new(AtomicI64::new(first_id));
+        let next_id = Arc::new(AtomicI64::new(0));
         let mut committed = Vec::new();
         let mut threads = Vec::new();
         for _ in 0..clients {
@@ -288,8 +323,9 @@ impl Senders {
                 while !stop.load(Ordering::Relaxed) {
                     let first = next_id.fetch_add(ID_BLOCK, Ordering::Relaxed);
                     buffer.clear();
-                    for id in first..first + ID_BLOCK {
-                        let body = &bodies[(id % BODY_POOL) as usize];
+                    for sequence in first..first + ID_BLOCK {
+                        let id = ids.id(sequence);
+                        let body = &bodies[ids.body(sequence)];
                         buffer.push_str("{\"id\":");
                         buffer.push_str(&id.to_string());
                         buffer.push_str(body);
@@ -400,8 +436,8 @@ fn markdown(report: &IngestReport, args: &IngestBenchArgs, raw: &Path) -> String
         ));
     }
     page.push_str(&format!(
-        "\n## Short-query latency, idle and while a feed runs at full speed ({} senders, {:.0} records/s meanwhile; {} runs each, in-process)\n\nTarget: the ingest must not more than double short-query p99.\n\n| query | idle p50 | idle p99 | feeding p50 | feeding p99 | p99 ratio |\n|---|---|---|---|---|---|\n",
-        args.latency_clients, report.feed_rate_during_latency, args.latency_runs
+        "\n## Short-query latency, idle and while a feed runs at full speed ({} senders, {:.0} records/s meanwhile; {} runs each, in-process)\n\nThe feed replaces existing users (ids 1 to {}, each record a new version with fresh field values), so the dataset, and the queries' answers, keep their size while it runs. Target: the ingest must not more than double short-query p99.\n\n| query | idle p50 | idle p99 | feeding p50 | feeding p99 | p99 ratio |\n|---|---|---|---|---|---|\n",
+        args.latency_clients, report.feed_rate_during_latency, args.latency_runs, report.users
     ));
     for row in &report.latency {
         page.push_str(&format!(

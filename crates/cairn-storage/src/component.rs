@@ -7,6 +7,7 @@
 //! is written; which of its rows are still live is said by its deletion vector.
 
 use crate::cache::ByteLru;
+use crate::chunk_buffers::BufferedChunks;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::ComponentIndex;
 use crate::shape::DatasetShape;
@@ -42,6 +43,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// write batch, so the batch size is the same. Chosen by bench/results/indexes.md.
 const DATA_PAGE_ROWS: usize = 256;
 
+/// Reader options that decode the footer and skip the page index.
+fn footer_only() -> ArrowReaderOptions {
+    ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip)
+}
+
 /// Identifies a cached item of one component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CacheKey {
@@ -53,7 +59,10 @@ pub struct CacheKey {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CachedKind {
+    /// The footer, without the page index.
     Metadata,
+    /// The footer with the offset index (page locations), for reads of selected rows.
+    PagedMetadata,
     KeyColumns,
     AllColumns,
 }
@@ -184,7 +193,10 @@ pub fn write_component_batches(
     }
     let props = props
         .set_compression(Compression::LZ4_RAW)
-        .set_statistics_enabled(EnabledStatistics::Page)
+        // Row-group statistics only: nothing reads page-level min/max, and with pages of
+        // DATA_PAGE_ROWS rows a column index costs as much memory as the footer many times over.
+        // The offset index (page locations) is still written; fetches use it.
+        .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
         .set_data_page_row_count_limit(DATA_PAGE_ROWS)
         .set_write_batch_size(DATA_PAGE_ROWS)
@@ -298,11 +310,8 @@ impl DiskComponent {
         let key_name = &shape.dataset_type.primary_key[0];
         let bloom_column = (0..file_schema.num_columns())
             .find(|&i| file_schema.column(i).path().string() == *key_name);
-        let reader_metadata = ArrowReaderMetadata::load(
-            &file,
-            ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
-        )
-        .map_err(|e| corrupt(&e))?;
+        let reader_metadata =
+            ArrowReaderMetadata::load(&file, footer_only()).map_err(|e| corrupt(&e))?;
         if reader_metadata.schema().fields() != shape.schema.fields() {
             return Err(StorageError::corrupt(
                 &path,
@@ -404,14 +413,30 @@ impl DiskComponent {
         }
     }
 
+    /// The footer, without the page index: enough to read whole row groups.
     pub(crate) fn metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
-        let key = self.cache_key(0, CachedKind::Metadata);
+        self.cached_metadata(CachedKind::Metadata, footer_only())
+    }
+
+    /// The footer with the offset index, so a read of selected rows decodes only the pages
+    /// holding them. Kept apart from [`DiskComponent::metadata`]: the page locations of a
+    /// large component take many times the footer's memory, and scans never need them.
+    pub(crate) fn paged_metadata(&self) -> Result<Arc<ArrowReaderMetadata>> {
+        self.cached_metadata(
+            CachedKind::PagedMetadata,
+            footer_only().with_offset_index_policy(PageIndexPolicy::Optional),
+        )
+    }
+
+    fn cached_metadata(
+        &self,
+        kind: CachedKind,
+        options: ArrowReaderOptions,
+    ) -> Result<Arc<ArrowReaderMetadata>> {
+        let key = self.cache_key(0, kind);
         self.file.caches.metadata.get_or_try_insert(&key, || {
-            let metadata = ArrowReaderMetadata::load(
-                &self.file,
-                ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional),
-            )
-            .map_err(|e| StorageError::corrupt(&self.path, e.to_string()))?;
+            let metadata = ArrowReaderMetadata::load(&self.file, options)
+                .map_err(|e| StorageError::corrupt(&self.path, e.to_string()))?;
             let bytes = metadata.metadata().memory_size();
             Ok((metadata, bytes))
         })
@@ -449,8 +474,24 @@ impl DiskComponent {
         batch_rows: Option<usize>,
         selection: Option<RowSelection>,
     ) -> Result<Vec<RecordBatch>> {
+        // With page locations the reader reads each page it needs at once; without them it
+        // walks whole column chunks, which are read here first, one system call per run.
+        let source = match metadata.metadata().offset_index() {
+            Some(_) => BufferedChunks::unbuffered(self.file.clone()),
+            None => {
+                let footer = metadata.metadata();
+                let ranges = row_groups.iter().flat_map(|&row_group| {
+                    let chunks = footer.row_group(row_group).columns();
+                    (0..chunks.len())
+                        .filter(|&leaf| mask.leaf_included(leaf))
+                        .map(|leaf| chunks[leaf].byte_range())
+                });
+                BufferedChunks::read(self.file.clone(), ranges)
+                    .map_err(|e| parquet_error(&self.path, e))?
+            }
+        };
         let mut builder =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(self.file.clone(), metadata.clone())
+            ParquetRecordBatchReaderBuilder::new_with_metadata(source, metadata.clone())
                 .with_row_groups(row_groups)
                 .with_projection(mask)
                 .with_batch_size(batch_rows.unwrap_or(self.max_row_group_rows()));
@@ -568,13 +609,25 @@ impl DiskComponent {
         selection: Option<RowSelection>,
     ) -> Result<Vec<RecordBatch>> {
         let metadata = self.metadata()?;
+        self.scan_row_group_with(&metadata, row_group, projection, selection)
+    }
+
+    /// [`DiskComponent::scan_row_group`] with the footer the caller holds (a scan takes it
+    /// once per component, not once per row group).
+    pub fn scan_row_group_with(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        row_group: usize,
+        projection: Option<&[usize]>,
+        selection: Option<RowSelection>,
+    ) -> Result<Vec<RecordBatch>> {
         let mask = match projection {
             Some(columns) => {
                 ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())
             }
             None => ProjectionMask::all(),
         };
-        let batches = self.read_batches(&metadata, vec![row_group], mask, Some(8192), selection)?;
+        let batches = self.read_batches(metadata, vec![row_group], mask, Some(8192), selection)?;
         // The reader returns projected columns in schema order.
         match projection {
             Some(columns) if !columns.windows(2).all(|pair| pair[0] < pair[1]) => {

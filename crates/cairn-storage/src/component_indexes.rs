@@ -254,7 +254,7 @@ impl DiskComponent {
                 "fetch of a row beyond the component",
             ));
         }
-        let metadata = self.metadata()?;
+        let metadata = self.paged_metadata()?;
         let mask = match projection {
             Some(columns) => {
                 ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())

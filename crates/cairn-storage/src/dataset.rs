@@ -5,6 +5,7 @@ use crate::component::{DiskComponent, ReadCaches};
 use crate::deletion::{read_deletions, write_deletions};
 use crate::error::{Result, StorageError};
 use crate::manifest::{ComponentEntry, Manifest, PartitionManifest, manifest_path, write_manifest};
+use crate::memory_index::MemoryIndexes;
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Found, PartitionState, Slot};
 use crate::predicate_cache::{ComponentFingerprint, PredicateCache};
@@ -105,6 +106,7 @@ impl Dataset {
                 flushed_lsn: partition.flushed_lsn,
                 last_lsn: partition.flushed_lsn,
                 memtable_summary: ColumnSummaries::empty(&shape),
+                memory_indexes: MemoryIndexes::new(&manifest.indexes, &shape.dataset_type.record),
                 ..Default::default()
             };
             for entry in &partition.components {

@@ -107,11 +107,23 @@ impl Dataset {
             }
             indexes.push(definition.clone());
         }
+        for partition in &self.partitions {
+            partition
+                .state
+                .write()
+                .add_memory_index(&definition, &self.shape.dataset_type.record);
+        }
         let built = self.build_everywhere(&definition, threads.max(1));
         let persisted = built.and_then(|()| self.persist_manifest(wal));
         if let Err(error) = persisted {
             // Nothing names the index yet: forget it and its files.
             self.indexes.write().retain(|d| d.name != definition.name);
+            for partition in &self.partitions {
+                partition
+                    .state
+                    .write()
+                    .remove_memory_index(&definition.name);
+            }
             for component in self.disk_components() {
                 component.drop_index(&definition.name);
             }
@@ -159,6 +171,9 @@ impl Dataset {
                 index: name.to_string(),
             });
         }
+        for partition in &self.partitions {
+            partition.state.write().remove_memory_index(name);
+        }
         self.persist_manifest(wal)?;
         for component in self.disk_components() {
             component.drop_index(name);
@@ -186,7 +201,10 @@ impl Dataset {
         for partition in &self.partitions {
             let (in_memory, slots) = {
                 let state = partition.state.read();
-                let in_memory = state.memtable.values().filter(|r| matches(r)).count();
+                let in_memory = match state.memory_indexes.get(name) {
+                    Some(index) => index.count_in(range),
+                    None => state.memtable.values().filter(|r| matches(r)).count(),
+                };
                 (in_memory as u64, state.snapshot_slots())
             };
             total += in_memory;
@@ -195,9 +213,10 @@ impl Dataset {
                     ComponentRef::Disk(disk) => {
                         disk.index(&definition)?.positions(range).len() as u64
                     }
-                    ComponentRef::Frozen(frozen) => {
-                        frozen.rows.iter().filter(|(_, r)| matches(r)).count() as u64
-                    }
+                    ComponentRef::Frozen(frozen) => match frozen.indexes.get(name) {
+                        Some(index) => index.count_in(range) as u64,
+                        None => frozen.rows.iter().filter(|(_, r)| matches(r)).count() as u64,
+                    },
                 };
             }
         }
@@ -230,12 +249,19 @@ impl Dataset {
             |record: &Record| ranges_contain(ranges, value_at_path(record_type, record, leading));
         let (mut records, slots) = {
             let state = state.state.read();
-            let records: Vec<Arc<Record>> = state
-                .memtable
-                .values()
-                .filter(|r| matches(r))
-                .cloned()
-                .collect();
+            let records: Vec<Arc<Record>> = match state.memory_indexes.get(name) {
+                Some(index) => ranges
+                    .iter()
+                    .flat_map(|range| index.keys_in(range))
+                    .filter_map(|key| state.memtable.get(key).cloned())
+                    .collect(),
+                None => state
+                    .memtable
+                    .values()
+                    .filter(|r| matches(r))
+                    .cloned()
+                    .collect(),
+            };
             (records, state.snapshot_slots())
         };
         let covering = definition.covering(&self.shape.schema, projection);
@@ -277,13 +303,24 @@ impl Dataset {
                     rows.sort_unstable();
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
-                ComponentRef::Frozen(frozen) => {
-                    for (row, (_, record)) in frozen.rows.iter().enumerate() {
-                        if !deleted.contains(row as u64) && matches(record) {
-                            records.push(record.clone());
+                ComponentRef::Frozen(frozen) => match frozen.indexes.get(name) {
+                    Some(index) => {
+                        for key in ranges.iter().flat_map(|range| index.keys_in(range)) {
+                            if let Some(row) = frozen.find(key)
+                                && !deleted.contains(row)
+                            {
+                                records.push(frozen.rows[row as usize].1.clone());
+                            }
                         }
                     }
-                }
+                    None => {
+                        for (row, (_, record)) in frozen.rows.iter().enumerate() {
+                            if !deleted.contains(row as u64) && matches(record) {
+                                records.push(record.clone());
+                            }
+                        }
+                    }
+                },
             }
         }
         if !records.is_empty() {

@@ -44,6 +44,7 @@ impl Dataset {
                 None => {
                     let rows: Vec<_> = std::mem::take(&mut state.memtable).into_iter().collect();
                     state.memtable_bytes = 0;
+                    let fresh_indexes = state.memory_indexes.empty_like();
                     let frozen = Arc::new(FrozenMemtable {
                         id: self.allocate_component_id(),
                         rows,
@@ -54,6 +55,7 @@ impl Dataset {
                             &mut state.memtable_summary,
                             ColumnSummaries::empty(&self.shape),
                         ),
+                        indexes: std::mem::replace(&mut state.memory_indexes, fresh_indexes),
                     });
                     state
                         .slots
@@ -122,9 +124,12 @@ impl Dataset {
             state.memtable_bytes = 0;
             let id = self.allocate_component_id();
             match self.write_rows(index, id, &rows, row_group_rows) {
-                Ok(disk) => state
-                    .slots
-                    .insert(0, Slot::new(ComponentRef::Disk(Arc::new(disk)))),
+                Ok(disk) => {
+                    state
+                        .slots
+                        .insert(0, Slot::new(ComponentRef::Disk(Arc::new(disk))));
+                    state.memory_indexes = state.memory_indexes.empty_like();
+                }
                 Err(e) => {
                     state.memtable = rows.into_iter().collect();
                     return Err(e);

@@ -20,6 +20,7 @@
 
 pub mod bulk_load;
 pub mod cache;
+pub mod chunk_buffers;
 pub mod component;
 pub mod component_indexes;
 pub mod dataset;
@@ -30,6 +31,7 @@ pub mod durable_file;
 pub mod error;
 pub mod flush;
 pub mod manifest;
+pub mod memory_index;
 pub mod merge;
 pub mod options;
 pub mod ordered_index;

@@ -56,7 +56,7 @@ pub struct StorageOptions {
     pub row_group_rows: usize,
     /// Byte budget of the decoded row-group cache used by point reads.
     pub row_group_cache_bytes: usize,
-    /// Byte budget of the Parquet metadata (footer + page index) cache.
+    /// Byte budget of the Parquet metadata cache (footers; page locations for row fetches).
     pub metadata_cache_bytes: usize,
     /// Rows per component written by bulk load before starting another component.
     pub bulk_load_component_rows: usize,

@@ -8,7 +8,7 @@ use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
-use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_value, value_at_path};
+use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_values, value_at_path};
 use arrow::array::RecordBatch;
 use cairn_model::Record;
 use roaring::RoaringTreemap;
@@ -133,14 +133,17 @@ impl OrderedIndexScan {
         }
         // Memory rows are encoded like index entries.
         let leading_type = definition.field_types(&record_type)[0].clone();
-        let memory: Vec<(Vec<u8>, Arc<Record>)> = memory_records
-            .into_iter()
-            .filter_map(|record| {
-                let value = value_at_path(&record_type, &record, &leading);
-                encode_value(&leading_type, value).map(|key| (key, record))
-            })
+        let values: Vec<&cairn_model::Value> = memory_records
+            .iter()
+            .map(|record| value_at_path(&record_type, record, &leading))
             .collect();
-        let mut memory = memory;
+        let encoded = encode_values(&leading_type, &values);
+        drop(values);
+        let mut memory: Vec<(Vec<u8>, Arc<Record>)> = encoded
+            .into_iter()
+            .zip(memory_records)
+            .filter_map(|(key, record)| key.map(|key| (key, record)))
+            .collect();
         memory.sort_by(|a, b| a.0.cmp(&b.0));
         sources.push(Source::Memory(memory));
 

@@ -8,10 +8,12 @@
 
 use crate::component::DiskComponent;
 use crate::error::Result;
+use crate::memory_index::MemoryIndexes;
+use crate::secondary_index::IndexDefinition;
 use crate::shape::DatasetShape;
 use crate::statistics::ColumnSummaries;
 use arrow::array::RecordBatch;
-use cairn_model::{Key, Record};
+use cairn_model::{Key, Record, RecordType};
 use roaring::RoaringTreemap;
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -29,6 +31,8 @@ pub struct FrozenMemtable {
     pub batch: OnceLock<RecordBatch>,
     /// Column bounds of `rows`, carried over from the memory component.
     pub summary: ColumnSummaries,
+    /// The memory component's btree indexes as they were when it was frozen.
+    pub indexes: MemoryIndexes,
 }
 
 impl FrozenMemtable {
@@ -132,6 +136,9 @@ pub enum Location {
 #[derive(Default)]
 pub struct PartitionState {
     pub memtable: BTreeMap<Key, Arc<Record>>,
+    /// The memtable's btree indexes, one per btree index of the dataset.
+    pub memory_indexes: MemoryIndexes,
+    /// Memory the memtable and its indexes take, approximately.
     pub memtable_bytes: usize,
     /// Column bounds of every record put into the memtable since it was last emptied.
     pub memtable_summary: ColumnSummaries,
@@ -156,8 +163,9 @@ fn locate_in_slots(slots: &[Slot], key: &Key) -> Result<Option<(usize, u64)>> {
     Ok(None)
 }
 
-fn entry_bytes(key: &Key, record: &Record) -> usize {
-    key.approximate_size() + record.approximate_size()
+/// Memory one memtable entry takes, with its index entries.
+fn entry_bytes(indexes: &MemoryIndexes, key: &Key, record: &Record) -> usize {
+    key.approximate_size() + record.approximate_size() + indexes.entry_bytes(key)
 }
 
 impl PartitionState {
@@ -198,13 +206,18 @@ impl PartitionState {
     ) -> Result<()> {
         self.note_write(lsn);
         self.memtable_summary.add_record(&record);
-        let added = entry_bytes(&key, &record);
+        let added = entry_bytes(&self.memory_indexes, &key, &record);
         match self.memtable.entry(key) {
             Entry::Occupied(mut entry) => {
+                // The old version's index entries go first: the new one may share its value.
+                self.memory_indexes.remove(entry.key(), entry.get());
+                self.memory_indexes.insert(entry.key(), &record);
                 let old = entry.insert(record);
-                self.memtable_bytes = self
-                    .memtable_bytes
-                    .saturating_sub(entry_bytes(entry.key(), &old));
+                self.memtable_bytes = self.memtable_bytes.saturating_sub(entry_bytes(
+                    &self.memory_indexes,
+                    entry.key(),
+                    &old,
+                ));
             }
             Entry::Vacant(entry) => {
                 if !known_absent
@@ -212,6 +225,7 @@ impl PartitionState {
                 {
                     self.slots[slot].mark_deleted(row);
                 }
+                self.memory_indexes.insert(entry.key(), &record);
                 entry.insert(record);
             }
         }
@@ -226,8 +240,12 @@ impl PartitionState {
             None => Ok(false),
             Some(Location::Memtable) => {
                 if let Some(old) = self.memtable.remove(key) {
-                    self.memtable_bytes =
-                        self.memtable_bytes.saturating_sub(entry_bytes(key, &old));
+                    self.memory_indexes.remove(key, &old);
+                    self.memtable_bytes = self.memtable_bytes.saturating_sub(entry_bytes(
+                        &self.memory_indexes,
+                        key,
+                        &old,
+                    ));
                 }
                 Ok(true)
             }
@@ -235,6 +253,33 @@ impl PartitionState {
                 self.slots[slot].mark_deleted(row);
                 Ok(true)
             }
+        }
+    }
+
+    /// Indexes the memtable's records by `definition` (if a btree) from now on.
+    pub fn add_memory_index(&mut self, definition: &IndexDefinition, record_type: &RecordType) {
+        self.remove_memory_index(&definition.name);
+        let records = self
+            .memtable
+            .iter()
+            .map(|(key, record)| (key, record.as_ref()));
+        if self.memory_indexes.add(definition, record_type, records) {
+            self.memtable_bytes += self
+                .memtable
+                .keys()
+                .map(MemoryIndexes::one_entry_bytes)
+                .sum::<usize>();
+        }
+    }
+
+    pub fn remove_memory_index(&mut self, name: &str) {
+        if self.memory_indexes.remove_index(name) {
+            let freed = self
+                .memtable
+                .keys()
+                .map(MemoryIndexes::one_entry_bytes)
+                .sum::<usize>();
+            self.memtable_bytes = self.memtable_bytes.saturating_sub(freed);
         }
     }
 

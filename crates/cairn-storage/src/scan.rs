@@ -11,6 +11,7 @@ use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id}
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, Record, Value};
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
@@ -57,6 +58,8 @@ enum Unit {
     Batch(RecordBatch),
     Disk {
         component: Arc<DiskComponent>,
+        /// The component's footer, held for the scan so that it is decoded at most once.
+        metadata: Arc<ArrowReaderMetadata>,
         row_group: usize,
         first_row: u64,
         rows: u64,
@@ -145,14 +148,13 @@ impl Dataset {
     /// Whether a row group may hold rows inside every range, judged by its statistics.
     fn row_group_may_match(
         &self,
-        component: &DiskComponent,
+        metadata: &ArrowReaderMetadata,
         row_group: usize,
         ranges: &[(DataType, ColumnRange)],
     ) -> Result<bool> {
         if ranges.is_empty() {
             return Ok(true);
         }
-        let metadata = component.reader_metadata()?;
         let row_groups = [metadata.metadata().row_group(row_group)];
         for (data_type, range) in ranges {
             let Ok(converter) = StatisticsConverter::try_new(
@@ -233,15 +235,17 @@ impl Dataset {
                         units.push_back(Unit::Batch(filter_deleted(batch, 0, &deleted)?));
                     }
                     ComponentRef::Disk(disk) => {
+                        let metadata = disk.reader_metadata()?;
                         for (row_group, (first_row, rows)) in
                             disk.row_group_spans().into_iter().enumerate()
                         {
-                            if !self.row_group_may_match(&disk, row_group, &ranges)? {
+                            if !self.row_group_may_match(&metadata, row_group, &ranges)? {
                                 pruned += 1;
                                 continue;
                             }
                             units.push_back(Unit::Disk {
                                 component: disk.clone(),
+                                metadata: metadata.clone(),
                                 row_group,
                                 first_row,
                                 rows,
@@ -322,6 +326,7 @@ impl PartitionScan {
     fn read_row_group(
         &mut self,
         component: &DiskComponent,
+        metadata: &ArrowReaderMetadata,
         row_group: usize,
         first_row: u64,
         rows: u64,
@@ -331,7 +336,13 @@ impl PartitionScan {
             // Every row is read: no units to track.
             let mut row = first_row;
             let mut out = Vec::new();
-            for batch in component.scan_row_group(row_group, self.projection.as_deref(), None)? {
+            let batches = component.scan_row_group_with(
+                metadata,
+                row_group,
+                self.projection.as_deref(),
+                None,
+            )?;
+            for batch in batches {
                 let read = batch.num_rows() as u64;
                 out.push(filter_deleted(batch, row, deleted)?);
                 row += read;
@@ -358,7 +369,12 @@ impl PartitionScan {
         }
         let mut runs = read_runs(&skipped, rows);
         let selection = (skipped_count > 0).then(|| row_selection(&runs));
-        let batches = component.scan_row_group(row_group, self.projection.as_deref(), selection)?;
+        let batches = component.scan_row_group_with(
+            metadata,
+            row_group,
+            self.projection.as_deref(),
+            selection,
+        )?;
         let mut matched = vec![false; slices as usize];
         let mut out = Vec::with_capacity(batches.len());
         for batch in batches {
@@ -467,11 +483,14 @@ impl Iterator for PartitionScan {
                 Unit::Batch(batch) => self.read_batch(batch),
                 Unit::Disk {
                     component,
+                    metadata,
                     row_group,
                     first_row,
                     rows,
                     deleted,
-                } => self.read_row_group(&component, row_group, first_row, rows, &deleted),
+                } => {
+                    self.read_row_group(&component, &metadata, row_group, first_row, rows, &deleted)
+                }
             };
             match produced {
                 Ok(batches) => self

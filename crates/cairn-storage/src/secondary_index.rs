@@ -551,6 +551,34 @@ pub fn encode_value(data_type: &DataType, value: &Value) -> Option<Vec<u8>> {
     Some(rows.row(0).as_ref().to_vec())
 }
 
+/// Each value encoded as [`encode_value`] encodes it, converted together: one array and one
+/// row conversion for all, instead of one of each per value.
+pub fn encode_values(data_type: &DataType, values: &[&Value]) -> Vec<Option<Vec<u8>>> {
+    let present: Vec<&Value> = values
+        .iter()
+        .copied()
+        .filter(|v| !v.is_null_or_missing())
+        .collect();
+    let rows = build_array(data_type, &present, "").ok().and_then(|array| {
+        converter(std::slice::from_ref(data_type))
+            .ok()?
+            .convert_columns(&[array])
+            .ok()
+    });
+    let Some(rows) = rows else {
+        // Some value does not fit the type: encode one by one, so only it is left out.
+        return values.iter().map(|v| encode_value(data_type, v)).collect();
+    };
+    let mut encoded = rows.iter();
+    values
+        .iter()
+        .map(|v| match v.is_null_or_missing() {
+            true => None,
+            false => encoded.next().map(|row| row.as_ref().to_vec()),
+        })
+        .collect()
+}
+
 fn partition_point(n: usize, mut before: impl FnMut(usize) -> bool) -> usize {
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
