@@ -57,7 +57,7 @@ impl<R: ChunkReader> BufferedChunks<R> {
     }
 
     /// The held bytes from `start` to the end of the chunk holding it.
-    fn from(&self, start: u64) -> Option<Bytes> {
+    fn held_from(&self, start: u64) -> Option<Bytes> {
         let index = self.chunks.partition_point(|(first, _)| *first <= start);
         let (first, bytes) = self.chunks.get(index.checked_sub(1)?)?;
         let offset = (start - first) as usize;
@@ -90,14 +90,14 @@ impl<R: ChunkReader> ChunkReader for BufferedChunks<R> {
     type T = ChunkRead<R::T>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(match self.from(start) {
+        Ok(match self.held_from(start) {
             Some(bytes) => ChunkRead::Held(bytes.reader()),
             None => ChunkRead::File(self.source.get_read(start)?),
         })
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        match self.from(start) {
+        match self.held_from(start) {
             Some(bytes) if bytes.len() >= length => Ok(bytes.slice(..length)),
             _ => self.source.get_bytes(start, length),
         }

@@ -126,6 +126,16 @@ impl MemoryIndex {
         })
     }
 
+    /// An index of the same definition with no entries.
+    fn emptied(&self) -> MemoryIndex {
+        MemoryIndex {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            entries: BTreeMap::new(),
+            len: 0,
+        }
+    }
+
     /// The record's leading-field value, `None` when absent or null (not indexed).
     fn value<'a>(&self, record: &'a Record) -> Option<&'a Value> {
         let (last, parents) = self.path.split_last()?;
@@ -250,16 +260,7 @@ impl MemoryIndexes {
     /// Empty indexes of the same definitions, for the memory component that replaces this one.
     pub fn empty_like(&self) -> MemoryIndexes {
         MemoryIndexes {
-            indexes: self
-                .indexes
-                .iter()
-                .map(|index| MemoryIndex {
-                    name: index.name.clone(),
-                    path: index.path.clone(),
-                    entries: BTreeMap::new(),
-                    len: 0,
-                })
-                .collect(),
+            indexes: self.indexes.iter().map(MemoryIndex::emptied).collect(),
         }
     }
 
@@ -309,7 +310,10 @@ impl MemoryIndexes {
 
     /// The memory the entries of one record take, for the memory component's byte count.
     pub fn entry_bytes(&self, key: &Key) -> usize {
-        self.indexes.len() * Self::one_entry_bytes(key)
+        match self.indexes.len() {
+            0 => 0, // the common case: no index, nothing to size on the write path
+            n => n * Self::one_entry_bytes(key),
+        }
     }
 
     /// The memory one index entry for `key` takes.

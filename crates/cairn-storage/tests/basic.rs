@@ -374,7 +374,7 @@ fn bulk_load_json_csv_parquet_all_or_nothing() {
     storage
         .create_dataset("copy", item_dataset_type(), None)
         .unwrap();
-    let component = walk(dir.path())
+    let component = files_under(dir.path())
         .into_iter()
         .find(|p| p.extension().is_some_and(|e| e == "parquet"))
         .unwrap();
@@ -391,19 +391,6 @@ fn bulk_load_json_csv_parquet_all_or_nothing() {
         cairn_model::Value::Int(3)
     );
     assert!(storage.stats("copy").unwrap().live_rows > 0);
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]
@@ -679,7 +666,7 @@ fn a_key_repeated_in_two_runs_fails_the_whole_load_naming_both_places() {
     // All or nothing: no run of the failed load is visible, and its files are gone.
     assert_eq!(storage.stats("items").unwrap().live_rows, 0);
     assert_eq!(storage.get("items", &Key::int(7)).unwrap(), None);
-    let leftover: Vec<_> = walk_files(dir.path())
+    let leftover: Vec<_> = files_under(dir.path())
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .collect();
@@ -687,19 +674,6 @@ fn a_key_repeated_in_two_runs_fails_the_whole_load_naming_both_places() {
     // The same files without the repeat load fine.
     let report = storage.load("items", &[first], None).unwrap();
     assert_eq!(report.records, 100);
-}
-
-fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(walk_files(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 #[test]

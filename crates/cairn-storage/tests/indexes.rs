@@ -288,7 +288,7 @@ fn an_index_on_loaded_data_survives_reopen_and_drop_removes_its_files() {
     );
     assert_eq!(through_index(&storage, "by_v", &range), expected);
     let index_files = |dir: &std::path::Path| {
-        walk(dir)
+        files_under(dir)
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == "idx"))
             .count()
@@ -300,19 +300,6 @@ fn an_index_on_loaded_data_survives_reopen_and_drop_removes_its_files() {
         storage.drop_index("items", "by_v"),
         Err(StorageError::UnknownIndex { .. })
     ));
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 #[test]
@@ -369,7 +356,7 @@ fn bulk_loads_into_an_indexed_dataset_are_indexed() {
     let found = through_index(&storage, "by_v", &range);
     assert_eq!(found.len(), 20);
     assert_eq!(found, through_scan(&storage, "v", &range));
-    let index_files = walk(dir.path())
+    let index_files = files_under(dir.path())
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "idx"))
         .count();

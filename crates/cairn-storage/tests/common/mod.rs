@@ -74,3 +74,17 @@ pub fn open_items_with(dir: &Path, options: StorageOptions, partitions: u32) -> 
 pub fn int_key(record: &Record) -> Key {
     record.key(&item_dataset_type()).unwrap()
 }
+
+/// Every file under `dir`, at any depth.
+pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
