@@ -4,7 +4,8 @@
 # on 127.0.0.1, with the query service at http://127.0.0.1:19002/query/service.
 #
 #   server.sh start INSTALL_DIR   (fetches the binary assembly from Maven Central if missing;
-#                                  waits until the cluster is ACTIVE; prints the version)
+#                                  waits until the cluster is ACTIVE; prints the version; a
+#                                  cluster already answering is left as it is)
 #   server.sh stop INSTALL_DIR
 #
 # The sample cluster keeps its data under INSTALL_DIR/apache-asterixdb-0.9.8/opt/local/data.
@@ -28,13 +29,21 @@ install() {
   [ -x "$home/opt/local/bin/start-sample-cluster.sh" ] || { echo "unexpected layout in $zip" >&2; exit 1; }
 }
 
+answers() {
+  curl -sf --max-time 5 "$service" --data-urlencode 'statement=SELECT VALUE 1;' >/dev/null
+}
+
 case "$command" in
   start)
     install
+    if answers; then
+      echo "AsterixDB $version (sample cluster already running on 127.0.0.1)"
+      exit 0
+    fi
     # The sample cluster's own script starts the processes and waits for ACTIVE.
     (cd "$home/opt/local/bin" && ./start-sample-cluster.sh) >&2
     for _ in $(seq 1 60); do
-      if curl -sf --max-time 5 "$service" --data-urlencode 'statement=SELECT VALUE 1;' >/dev/null; then
+      if answers; then
         echo "AsterixDB $version (sample cluster: 1 CC + 2 NCs, 127.0.0.1)"
         exit 0
       fi

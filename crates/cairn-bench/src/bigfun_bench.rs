@@ -3,10 +3,10 @@
 //! system (warm-up runs discarded, then measured runs), checks the answers against each other
 //! by checksum, and writes `bigfun-<users>.md` with raw JSON and a chart.
 
-use crate::bigfun::canonical;
 use crate::bigfun::params::{ParameterGenerator, Population, RunParameters};
 use crate::bigfun::workload::{self, Case};
 use crate::bigfun::{GenerateOptions, generate_to_dir};
+use crate::bigfun::{adm, canonical};
 use crate::bigfun_report;
 use crate::environment::{Environment, repo_path};
 use crate::http_client::QueryClient;
@@ -20,10 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every system the driver knows, in report column order.
-pub const SYSTEMS: [&str; 6] = [
+pub const SYSTEMS: [&str; 7] = [
     "cairn",
     "cairn-http",
     "asterixdb",
+    "asterixdb-keyonly",
     "postgres",
     "duckdb",
     "spark",
@@ -36,11 +37,13 @@ pub struct BigfunBenchArgs {
     pub users: i64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Systems to run, comma separated (of: cairn, cairn-http, asterixdb, postgres, duckdb, spark).
+    /// Systems to run, comma separated (of: cairn, cairn-http, asterixdb, asterixdb-keyonly,
+    /// postgres, duckdb, spark). The two AsterixDB entries are the paper's AsterixSchema and
+    /// AsterixKeyOnly variants: all fields declared, or the primary key only.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "cairn,cairn-http,asterixdb,postgres,duckdb"
+        default_value = "cairn,cairn-http,asterixdb,asterixdb-keyonly,postgres,duckdb"
     )]
     pub systems: Vec<String>,
     /// Measured runs per case, each with fresh parameters.
@@ -292,7 +295,9 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
                     Err(e) => SystemOutcome::unavailable(system, format!("failed: {e}")),
                 }
             }
-            "duckdb" | "postgres" => run_python_peer(args, &python, system, &data, &plan),
+            "duckdb" | "postgres" | "asterixdb" | "asterixdb-keyonly" => {
+                run_python_peer(args, &python, system, &data, &plan)
+            }
             other => SystemOutcome::unavailable(
                 other,
                 format!("not available yet: the {other} harness under bench/peers/ is not written"),
@@ -356,8 +361,13 @@ async fn load_cairn(
 fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<String, String> {
     let template = workload::query_text(system, planned.case.operation)
         .ok_or_else(|| format!("{system} has no query file for {}", planned.case.operation))?;
-    workload::render(template, &run.parameters.values)
-        .map_err(|e| format!("{system} {}: {e}", planned.label))
+    let mut values = run.parameters.values.clone();
+    if system.starts_with("asterixdb") {
+        if let Some(records) = values.get_mut("records") {
+            *records = adm::users_literal(records)?;
+        }
+    }
+    workload::render(template, &values).map_err(|e| format!("{system} {}: {e}", planned.label))
 }
 
 /// How the driver reaches Cairn: in the same process, or through the HTTP query service.
@@ -632,7 +642,7 @@ fn try_python_peer(
     let load = setup
         .load
         .ok_or_else(|| format!("{system} has no load.sql"))?;
-    let load = workload::render(load, &[("data_dir".to_string(), data_dir)].into())?;
+    let load = workload::render(load, &[("data_dir".to_string(), data_dir.clone())].into())?;
 
     let mut cases = Vec::new();
     let mut author_index_created = false;
@@ -650,12 +660,18 @@ fn try_python_peer(
             .collect::<Result<Vec<_>, String>>()?;
         cases.push(serde_json::json!({"label": planned.label, "before": before, "runs": runs}));
     }
-    // DuckDB's database file, or PostgreSQL's data directory.
-    let database =
-        std::path::absolute(dir.join(format!("{system}.db"))).map_err(|e| e.to_string())?;
+    // DuckDB's database file, PostgreSQL's data directory, or where AsterixDB is installed
+    // (one installation for both variants and for `cairn bench server`; it keeps its data).
+    let database = if system.starts_with("asterixdb") {
+        args.work_dir.join("asterixdb")
+    } else {
+        dir.join(format!("{system}.db"))
+    };
+    let database = std::path::absolute(database).map_err(|e| e.to_string())?;
     let plan_json = serde_json::json!({
         "system": system,
         "database": database,
+        "data_dir": data_dir,
         "threads": std::thread::available_parallelism().map_or(2, |n| n.get()),
         "timeout_seconds": args.timeout_seconds,
         "setup": [

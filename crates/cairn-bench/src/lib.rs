@@ -3,6 +3,7 @@
 
 pub mod bigfun;
 pub mod bigfun_bench;
+pub mod bigfun_paper;
 pub mod bigfun_report;
 pub mod environment;
 pub mod generator_bench;

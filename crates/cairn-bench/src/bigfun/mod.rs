@@ -1,6 +1,7 @@
 //! BigFUN (../shared/BIGFUN.md): the data generator, the datasets' declarations, the workload
 //! and its parameters, and the canonical form answers are compared in.
 
+pub mod adm;
 pub mod canonical;
 pub mod generate;
 pub mod params;

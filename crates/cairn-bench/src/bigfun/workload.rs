@@ -5,7 +5,11 @@
 use std::collections::BTreeMap;
 
 /// The systems whose query files are compiled in, with their directory names.
-pub const QUERY_SYSTEMS: [&str; 3] = ["cairn", "duckdb", "postgres"];
+pub const QUERY_SYSTEMS: [&str; 4] = ["cairn", "duckdb", "postgres", "asterixdb"];
+
+/// Systems that run another system's query files over their own setup (AsterixDB's
+/// "AsterixKeyOnly" variant declares only the keys but answers the same SQL++).
+const QUERY_ALIASES: [(&str, &str); 1] = [("asterixdb-keyonly", "asterixdb")];
 
 /// One operation's query file per system, in `QUERY_SYSTEMS` order.
 struct OperationText {
@@ -21,6 +25,7 @@ macro_rules! operation_texts {
                 include_str!(concat!("../../../../bench/bigfun/queries/cairn/", $file)),
                 include_str!(concat!("../../../../bench/bigfun/queries/duckdb/", $file)),
                 include_str!(concat!("../../../../bench/bigfun/queries/postgres/", $file)),
+                include_str!(concat!("../../../../bench/bigfun/queries/asterixdb/", $file)),
             ],
         }),*]
     };
@@ -46,44 +51,52 @@ pub struct SetupText {
     pub author_index: &'static str,
 }
 
-/// One system's setup files under bench/bigfun/queries/<system>/; `load` names its load.sql.
+/// One system's setup files under bench/bigfun/queries/<directory>/, named with `suffix` for a
+/// variant (`load-keyonly.sql`); `load` says the system loads its data with a load file.
 macro_rules! setup_text {
-    ($system:literal) => {
-        setup_text!($system, None)
-    };
-    ($system:literal, load) => {
+    ($system:literal, $directory:literal, $suffix:literal, load) => {
         setup_text!(
             $system,
+            $directory,
+            $suffix,
             Some(include_str!(concat!(
                 "../../../../bench/bigfun/queries/",
-                $system,
-                "/load.sql"
+                $directory,
+                "/load",
+                $suffix,
+                ".sql"
             )))
         )
     };
-    ($system:literal, $load:expr) => {
+    ($system:literal, $directory:literal, $suffix:literal, $load:expr) => {
         SetupText {
             system: $system,
             load: $load,
             indexes: include_str!(concat!(
                 "../../../../bench/bigfun/queries/",
-                $system,
-                "/indexes.sql"
+                $directory,
+                "/indexes",
+                $suffix,
+                ".sql"
             )),
             author_index: include_str!(concat!(
                 "../../../../bench/bigfun/queries/",
-                $system,
-                "/index-author.sql"
+                $directory,
+                "/index-author",
+                $suffix,
+                ".sql"
             )),
         }
     };
 }
 
-/// In `QUERY_SYSTEMS` order, Cairn first (its data is loaded by the driver, not by a file).
-const SETUP_TEXTS: [SetupText; QUERY_SYSTEMS.len()] = [
-    setup_text!("cairn"),
-    setup_text!("duckdb", load),
-    setup_text!("postgres", load),
+/// Cairn first (its data is loaded by the driver, not by a file), then the peers.
+const SETUP_TEXTS: [SetupText; 5] = [
+    setup_text!("cairn", "cairn", "", None),
+    setup_text!("duckdb", "duckdb", "", load),
+    setup_text!("postgres", "postgres", "", load),
+    setup_text!("asterixdb", "asterixdb", "", load),
+    setup_text!("asterixdb-keyonly", "asterixdb", "-keyonly", load),
 ];
 
 /// The size class of a selective operation (BIGFUN.md §3), or the batch size of an update.
@@ -200,7 +213,11 @@ pub fn all_cases() -> Vec<Case> {
 
 /// The committed query text of `operation` for `system`, or None if that system has no file.
 pub fn query_text(system: &str, operation: &str) -> Option<&'static str> {
-    let column = QUERY_SYSTEMS.iter().position(|s| *s == system)?;
+    let directory = QUERY_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == system)
+        .map_or(system, |(_, directory)| *directory);
+    let column = QUERY_SYSTEMS.iter().position(|s| *s == directory)?;
     OPERATION_TEXTS
         .iter()
         .find(|o| o.operation == operation)
@@ -215,9 +232,10 @@ pub fn setup_text(system: &str) -> Option<SetupText> {
     SETUP_TEXTS.iter().find(|s| s.system == system).copied()
 }
 
-/// Fills the `{{name}}` placeholders of `template`. Every placeholder must have a value, and
-/// every value must be used: a mismatch between a query file and the parameter generator is a
-/// bug to report, not a query to run half-filled.
+/// Fills the `{{name}}` placeholders of `template`, names being identifiers (`[A-Za-z_]` then
+/// `[A-Za-z0-9_]*`); any other `{{` is text, as in SQL++'s multiset type `{{ int64 }}`. Every
+/// placeholder must have a value, and every value must be used: a mismatch between a query
+/// file and the parameter generator is a bug to report, not a query to run half-filled.
 pub fn render(template: &str, parameters: &BTreeMap<String, String>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut used = std::collections::BTreeSet::new();
@@ -225,16 +243,24 @@ pub fn render(template: &str, parameters: &BTreeMap<String, String>) -> Result<S
     while let Some(open) = rest.find("{{") {
         out.push_str(&rest[..open]);
         let after = &rest[open + 2..];
-        let close = after
-            .find("}}")
-            .ok_or_else(|| format!("unclosed placeholder near `{}`", &rest[open..]))?;
-        let name = &after[..close];
+        if !after.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            out.push_str("{{");
+            rest = after;
+            continue;
+        }
+        let name_end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        if !after[name_end..].starts_with("}}") {
+            return Err(format!("unclosed placeholder near `{}`", &rest[open..]));
+        }
+        let name = &after[..name_end];
         let value = parameters
             .get(name)
             .ok_or_else(|| format!("no value for placeholder {{{{{name}}}}}"))?;
         out.push_str(value);
         used.insert(name.to_string());
-        rest = &after[close + 2..];
+        rest = &after[name_end + 2..];
     }
     out.push_str(rest);
     if let Some(unused) = parameters.keys().find(|k| !used.contains(*k)) {
@@ -259,6 +285,10 @@ mod tests {
                 );
             }
         }
+        for system in QUERY_ALIASES.map(|(alias, _)| alias) {
+            assert!(query_text(system, "Q1").is_some(), "{system}");
+            assert!(setup_text(system).unwrap().load.is_some(), "{system}");
+        }
         assert_eq!(all_cases().len(), 62);
     }
 
@@ -280,5 +310,10 @@ mod tests {
                 .contains("{{x}}")
         );
         assert!(render("{{lo", &parameters).is_err());
+        assert!(render("{{lo x}} {{hi}}", &parameters).is_err());
+        assert_eq!(
+            render("{{ int64 }} {{1,2}} {{lo}}{{hi}}", &parameters).unwrap(),
+            "{{ int64 }} {{1,2}} 19"
+        );
     }
 }
