@@ -185,3 +185,71 @@ async fn bad_arguments_are_refused_with_the_offending_value() {
         .to_string();
     assert!(error.contains("below-a-file"), "{error}");
 }
+
+/// ADM text as JSON, for comparing two spellings of the same records: constructors become
+/// tagged objects and multisets tagged arrays (unambiguous for GleambookUsers records, whose
+/// only `{{`/`}}` are friend_ids').
+fn adm_as_json(adm: &str) -> Value {
+    let mut text = adm.replace("{{", r#"{"$multiset":["#).replace("}}", "]}");
+    for constructor in ["datetime", "date"] {
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        let opening = format!("{constructor}(\"");
+        while let Some(at) = rest.find(&opening) {
+            let value_start = at + opening.len();
+            let value_end = value_start + rest[value_start..].find("\")").unwrap();
+            out.push_str(&rest[..at]);
+            out.push_str(&format!(
+                r#"{{"${constructor}":"{}"}}"#,
+                &rest[value_start..value_end]
+            ));
+            rest = &rest[value_end + 2..];
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn asterixdb_spellings_of_users_agree_between_the_loader_and_u1() {
+    use cairn_bench::bigfun::records::{Scale, Sink, write_user};
+    let scale = Scale { users: 50, seed: 7 };
+    let mut sink = Sink::default();
+    for id in 1..=50 {
+        write_user(&scale, id, &mut sink);
+    }
+    let lines: Vec<&str> = sink.users.lines().collect();
+    let u1 = cairn_bench::bigfun::adm::users_literal(&format!("[{}]", lines.join(","))).unwrap();
+
+    let script = format!(
+        "import json, sys\nsys.path.insert(0, {:?})\nimport bigfun_adm\n\
+         print('[' + ','.join(bigfun_adm.user(json.loads(l)) for l in sys.stdin) + ']')",
+        peers_dir().display().to_string()
+    );
+    let mut child = Command::new(peer_python())
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sink.users.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let loader = String::from_utf8(output.stdout).unwrap();
+    assert!(loader.contains(r#""user_since":datetime(""#));
+    assert!(loader.contains(r#""friend_ids":{{"#));
+    assert_eq!(adm_as_json(loader.trim()), adm_as_json(&u1));
+    // A current employment has no end_date member on either side, not a null one.
+    assert!(!u1.contains("null") && !loader.contains("null"));
+}
