@@ -99,7 +99,7 @@ class AsterixDbPeer:
         self.service = asterixdb_service.AsterixDb(plan["database"])
         self.version = self.service.version
         # The bulk loader reads ADM, written once per generated data set and kept beside it.
-        log("asterixdb: converting the JSON Lines to ADM (once per data set)")
+        log(f"{plan['system']}: converting the JSON Lines to ADM (once per data set)")
         bigfun_adm.convert(plan["data_dir"], os.path.join(plan["data_dir"], "adm"))
         self.service.start()
 
