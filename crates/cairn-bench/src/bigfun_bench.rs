@@ -357,12 +357,17 @@ async fn load_cairn(
     Ok((db, outcome))
 }
 
+/// Either AsterixDB variant: they share one installation, and U1's records in ADM spelling.
+fn is_asterixdb(system: &str) -> bool {
+    matches!(system, "asterixdb" | "asterixdb-keyonly")
+}
+
 /// Renders `case`'s query for `system` with one run's parameters.
 fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<String, String> {
     let template = workload::query_text(system, planned.case.operation)
         .ok_or_else(|| format!("{system} has no query file for {}", planned.case.operation))?;
     let mut values = run.parameters.values.clone();
-    if system.starts_with("asterixdb") {
+    if is_asterixdb(system) {
         if let Some(records) = values.get_mut("records") {
             *records = adm::users_literal(records)?;
         }
@@ -662,7 +667,7 @@ fn try_python_peer(
     }
     // DuckDB's database file, PostgreSQL's data directory, or where AsterixDB is installed
     // (one installation for both variants and for `cairn bench server`; it keeps its data).
-    let database = if system.starts_with("asterixdb") {
+    let database = if is_asterixdb(system) {
         args.work_dir.join("asterixdb")
     } else {
         dir.join(format!("{system}.db"))

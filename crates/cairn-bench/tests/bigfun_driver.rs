@@ -13,6 +13,27 @@ fn peers_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers")
 }
 
+/// Runs `script` under the peers' Python with `input` on stdin and returns its stdout; a failing
+/// script fails the test with its stderr.
+fn run_peer_python(script: &str, input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = Command::new(peer_python())
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
 #[test]
 fn canonical_forms_agree_between_rust_and_peer_python() {
     let rows: Vec<Vec<Value>> = vec![
@@ -40,26 +61,8 @@ fn canonical_forms_agree_between_rust_and_peer_python() {
          'date': canonical_value(datetime.date(2001, 1, 1))}}))",
         peers_dir().display().to_string()
     );
-    let mut child = Command::new(peer_python())
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string(&rows).unwrap().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let python: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stdout = run_peer_python(&script, serde_json::to_string(&rows).unwrap().as_bytes());
+    let python: Value = serde_json::from_slice(&stdout).unwrap();
     let python_rows: Vec<String> = serde_json::from_value(python["rows"].clone()).unwrap();
     assert_eq!(python_rows, rust_rows);
     assert_eq!(python["checksum"], json!(rust_checksum));
@@ -227,26 +230,7 @@ fn asterixdb_spellings_of_users_agree_between_the_loader_and_u1() {
          print('[' + ','.join(bigfun_adm.user(json.loads(l)) for l in sys.stdin) + ']')",
         peers_dir().display().to_string()
     );
-    let mut child = Command::new(peer_python())
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python (bench/peers/python-env.sh, or CAIRN_PYTHON) must be runnable");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(sink.users.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let loader = String::from_utf8(output.stdout).unwrap();
+    let loader = String::from_utf8(run_peer_python(&script, sink.users.as_bytes())).unwrap();
     assert!(loader.contains(r#""user_since":datetime(""#));
     assert!(loader.contains(r#""friend_ids":{{"#));
     assert_eq!(adm_as_json(loader.trim()), adm_as_json(&u1));
