@@ -4,13 +4,14 @@
 //! estimate for an index is the number of its entries in the range, counted exactly by binary
 //! search in each component's index, so the choice needs no histogram to be right.
 //!
-//! `SET cairn.access_path = 'full_scan' | 'index'` forces a path, for experiments only
-//! (`auto`, the default, chooses by cost).
+//! `SET cairn.access_path = 'full_scan' | 'index' | 'ordered_index'` forces a path, for
+//! experiments only (`auto`, the default, chooses by cost).
 
 use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
 use cairn_storage::scan::compare_values;
 use cairn_storage::spatial_index::BoundingBox;
+use cairn_storage::text_index::{TermPlan, TextQuery};
 use cairn_storage::{ColumnRange, IndexKind, IndexRange, ScanRequest};
 use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
@@ -21,7 +22,8 @@ extensions_options! {
     /// Cairn's session options, set with `SET cairn.<option> = <value>`.
     pub struct CairnOptions {
         /// How dataset scans reach rows: `auto` (by estimated cost), or, for experiments,
-        /// `full_scan` or `index` (the cheapest index that serves the filters, if any).
+        /// `full_scan`, `index` (the cheapest index that serves the filters, if any) or
+        /// `ordered_index` (a top-k walks the index of its order).
         pub access_path: String, default = "auto".to_string()
         /// Whether full scans skip the units of components that the dataset's predicate cache
         /// knows hold no row matching the scan's filter, and teach it the ones they find.
@@ -55,6 +57,8 @@ pub enum AccessOverride {
     Auto,
     FullScan,
     Index,
+    /// A top-k over an indexed order walks the index; other scans read as `full_scan` does.
+    OrderedIndex,
 }
 
 impl AccessOverride {
@@ -63,8 +67,9 @@ impl AccessOverride {
             "auto" => Ok(AccessOverride::Auto),
             "full_scan" => Ok(AccessOverride::FullScan),
             "index" => Ok(AccessOverride::Index),
+            "ordered_index" => Ok(AccessOverride::OrderedIndex),
             other => Err(format!(
-                "unknown cairn.access_path `{other}` (expected auto, full_scan or index)"
+                "unknown cairn.access_path `{other}` (expected auto, full_scan, index or ordered_index)"
             )),
         }
     }
@@ -161,6 +166,38 @@ pub struct SpatialAccess {
     pub estimated_rows: u64,
 }
 
+/// `contains_word(field, word)` or `edit_distance_contains(field, word, k)` with constant
+/// arguments, as the scan's filters hold it: the string field's path and the query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextFilter {
+    pub field: String,
+    pub query: TextQuery,
+}
+
+/// A keyword or ngram index scan the planner chose: the rows holding enough of `plan`'s terms.
+#[derive(Debug, Clone)]
+pub struct TextAccess {
+    pub index: String,
+    pub field: String,
+    pub query: TextQuery,
+    pub plan: TermPlan,
+    /// Candidate rows (an upper bound on rows: deleted rows still count, and an ngram index's
+    /// candidates are verified by the filter above the scan).
+    pub estimated_rows: u64,
+}
+
+/// The conditions in a scan's filters that an index may serve.
+#[derive(Debug, Clone, Default)]
+pub struct IndexFilters {
+    /// Ranges on fields (dotted paths for nested ones): for btrees, and on top-level fields
+    /// for row-group pruning.
+    pub ranges: Vec<ColumnRange>,
+    /// Spatial intersections with constant shapes: for rtrees.
+    pub spatial: Vec<SpatialFilter>,
+    /// Word containment and similarity with constant words: for keyword and ngram indexes.
+    pub text: Vec<TextFilter>,
+}
+
 /// How a scan reaches its rows.
 #[derive(Debug, Clone)]
 pub enum Access {
@@ -176,6 +213,8 @@ pub enum Access {
     Index(IndexAccess),
     /// The rows an rtree names for a box.
     Spatial(SpatialAccess),
+    /// The rows a keyword or ngram index names for a word.
+    Text(TextAccess),
     /// Every row, in the order of an index's leading field (for top-k: the reader stops when
     /// the query has its k rows).
     Ordered {
@@ -196,7 +235,37 @@ impl Access {
             Access::Key(_) => FETCH_ROW_COST,
             Access::Index(index) => cost(index),
             Access::Spatial(spatial) => spatial.estimated_rows as f64 * FETCH_ROW_COST,
+            Access::Text(text) => text.estimated_rows as f64 * FETCH_ROW_COST,
             Access::Lookup(lookup) => lookup.cost(lookup.values.len() as f64),
+        }
+    }
+
+    /// The rows an index access expects to read (`None` for scans, key lookups and ordered
+    /// scans, whose rows the dataset's statistics describe).
+    pub fn estimated_rows(&self) -> Option<u64> {
+        match self {
+            Access::Index(index) => Some(index.estimated_rows),
+            Access::Spatial(spatial) => Some(spatial.estimated_rows),
+            Access::Text(text) => Some(text.estimated_rows),
+            Access::Lookup(lookup) => {
+                Some((lookup.values.len() as f64 * lookup.rows_per_key).ceil() as u64)
+            }
+            Access::Full { .. } | Access::Key(_) | Access::Ordered { .. } => None,
+        }
+    }
+
+    /// The index an index access reads.
+    fn index_name(&self) -> Option<&str> {
+        match self {
+            Access::Index(index) => Some(&index.index),
+            Access::Spatial(spatial) => Some(&spatial.index),
+            Access::Text(text) => Some(&text.index),
+            Access::Ordered { index, .. } => Some(index),
+            Access::Lookup(Lookup {
+                by: LookupBy::Index(index),
+                ..
+            }) => Some(index),
+            _ => None,
         }
     }
 }
@@ -265,60 +334,68 @@ fn cost(index: &IndexAccess) -> f64 {
     index.estimated_rows as f64 * per_row
 }
 
-/// Chooses between a full scan, the btree indexes whose leading field the filters bound, and
-/// the rtrees on the fields of spatial filters.
+/// Chooses between a full scan and every index that serves one of `filters`: btrees whose
+/// leading field they bound, rtrees on the fields of spatial filters, keyword and ngram
+/// indexes on the fields of text filters — the cheapest by estimated cost.
 pub fn choose(
     dataset: &Dataset,
-    ranges: Vec<ColumnRange>,
-    spatial: &[SpatialFilter],
+    filters: IndexFilters,
     projection: Option<&[usize]>,
     forced: AccessOverride,
 ) -> cairn_storage::Result<Access> {
     let live_rows = dataset.live_rows();
-    let mut best: Option<IndexAccess> = None;
-    let mut best_spatial: Option<SpatialAccess> = None;
+    let mut candidates: Vec<Access> = Vec::new();
     for definition in dataset.index_definitions() {
         let field = &definition.fields[0];
-        if definition.kind == IndexKind::Rtree {
-            for filter in spatial.iter().filter(|f| f.field == *field) {
-                let estimated_rows = dataset.spatial_estimate(&definition.name, &filter.query)?;
-                if best_spatial
-                    .as_ref()
-                    .is_none_or(|b| estimated_rows < b.estimated_rows)
-                {
-                    best_spatial = Some(SpatialAccess {
+        match definition.kind {
+            IndexKind::Rtree => {
+                for filter in filters.spatial.iter().filter(|f| f.field == *field) {
+                    candidates.push(Access::Spatial(SpatialAccess {
                         index: definition.name.clone(),
                         field: field.clone(),
                         queries: vec![filter.query],
-                        estimated_rows,
-                    });
+                        estimated_rows: dataset
+                            .spatial_estimate(&definition.name, &filter.query)?,
+                    }));
                 }
             }
-            continue;
-        }
-        let Some(range) = combined_range(&ranges, field) else {
-            continue;
-        };
-        let estimated_rows = dataset.index_estimate(&definition.name, &range)?;
-        let covering = definition
-            .covering(&dataset.shape.schema, projection)
-            .is_some();
-        let candidate = IndexAccess {
-            index: definition.name.clone(),
-            field: field.clone(),
-            range,
-            estimated_rows,
-            covering,
-        };
-        if best.as_ref().is_none_or(|b| cost(&candidate) < cost(b)) {
-            best = Some(candidate);
+            IndexKind::Keyword | IndexKind::Ngram(_) => {
+                for filter in filters.text.iter().filter(|f| f.field == *field) {
+                    // A query the index cannot narrow (a word too short for its grams) is
+                    // not served by it.
+                    let Some(plan) = filter.query.plan(definition.kind) else {
+                        continue;
+                    };
+                    candidates.push(Access::Text(TextAccess {
+                        index: definition.name.clone(),
+                        field: field.clone(),
+                        query: filter.query.clone(),
+                        estimated_rows: dataset.text_estimate(&definition.name, &plan)?,
+                        plan,
+                    }));
+                }
+            }
+            IndexKind::Btree => {
+                let Some(range) = combined_range(&filters.ranges, field) else {
+                    continue;
+                };
+                candidates.push(Access::Index(IndexAccess {
+                    index: definition.name.clone(),
+                    field: field.clone(),
+                    estimated_rows: dataset.index_estimate(&definition.name, &range)?,
+                    range,
+                    covering: definition
+                        .covering(&dataset.shape.schema, projection)
+                        .is_some(),
+                }));
+            }
         }
     }
     // Row groups are pruned by top-level fields only (their statistics are per column).
-    let pruning: Vec<ColumnRange> = ranges
-        .iter()
+    let pruning: Vec<ColumnRange> = filters
+        .ranges
+        .into_iter()
         .filter(|r| !r.column.contains('.'))
-        .cloned()
         .collect();
     let full = |rejected: Option<String>| Access::Full {
         request: ScanRequest {
@@ -328,26 +405,20 @@ pub fn choose(
         },
         rejected,
     };
-    // The cheaper of the best btree and the best rtree.
-    let spatial = |rtree: SpatialAccess| {
-        let (name, rows) = (rtree.index.clone(), rtree.estimated_rows);
-        (Access::Spatial(rtree), name, rows)
+    // Of equally cheap indexes, the first created wins.
+    let Some(index) = candidates
+        .into_iter()
+        .min_by(|a, b| a.cost(live_rows).total_cmp(&b.cost(live_rows)))
+    else {
+        return Ok(full(None));
     };
-    let btree = |btree: IndexAccess| {
-        let (name, rows) = (btree.index.clone(), btree.estimated_rows);
-        (Access::Index(btree), name, rows)
-    };
-    let (index, name, estimated_rows) = match (best, best_spatial) {
-        (None, None) => return Ok(full(None)),
-        (Some(b), Some(r)) if (r.estimated_rows as f64 * FETCH_ROW_COST) < cost(&b) => spatial(r),
-        (Some(b), _) => btree(b),
-        (None, Some(r)) => spatial(r),
-    };
+    let name = index.index_name().unwrap_or_default().to_string();
+    let estimated_rows = index.estimated_rows().unwrap_or_default();
     let index_cost = index.cost(live_rows);
     let scan_cost = live_rows as f64 * SCAN_ROW_COST;
     Ok(match forced {
         AccessOverride::Index => index,
-        AccessOverride::FullScan => full(Some(format!(
+        AccessOverride::FullScan | AccessOverride::OrderedIndex => full(Some(format!(
             "index {name} forced off by cairn.access_path"
         ))),
         AccessOverride::Auto if index_cost < scan_cost => index,
@@ -355,4 +426,32 @@ pub fn choose(
             "index {name} would read about {estimated_rows} of {live_rows} rows; scanning is cheaper"
         ))),
     })
+}
+
+/// Whether a top-k over `limit` rows should walk an index in order rather than read through
+/// `access` and sort: reading until `limit` rows pass a filter that keeps `E` of `N` rows takes
+/// about `limit · N / E` rows, each fetched like an index's row, against `E` rows fetched.
+/// A full scan always walks (its filter's selectivity is unknown, and the walk is what an
+/// unindexed top-k can do best); a forced index is kept, and so is a range on the order's own
+/// field, whose rows are not spread evenly along the walk.
+pub fn top_k_walks(
+    access: &Access,
+    order_field: &str,
+    live_rows: u64,
+    limit: usize,
+    forced: AccessOverride,
+) -> bool {
+    match (access, forced) {
+        (_, AccessOverride::FullScan) => false,
+        (Access::Full { .. }, _) => true,
+        (Access::Key(_) | Access::Lookup(_) | Access::Ordered { .. }, _) => false,
+        (Access::Index(index), _) if index.field == order_field => false,
+        (_, AccessOverride::Index) => false,
+        (_, AccessOverride::OrderedIndex) => true,
+        (_, AccessOverride::Auto) => {
+            let estimated = access.estimated_rows().unwrap_or(live_rows).max(1) as f64;
+            let walked = limit as f64 * live_rows as f64 / estimated;
+            walked < estimated
+        }
+    }
 }

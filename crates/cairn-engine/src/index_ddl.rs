@@ -37,15 +37,9 @@ impl Database {
         let kind = match kind {
             IndexKindSyntax::Btree => IndexKind::Btree,
             IndexKindSyntax::Rtree => IndexKind::Rtree,
-            other => {
-                let spelled = match other {
-                    IndexKindSyntax::Ngram(k) => format!("NGRAM({k})"),
-                    _ => "KEYWORD".to_string(),
-                };
-                return Err(EngineError::NotImplemented(format!(
-                    "{spelled} indexes (index {name}); BTREE and RTREE are available"
-                )));
-            }
+            IndexKindSyntax::Keyword => IndexKind::Keyword,
+            // The parser takes lengths 1 to 8; storage checks the range again by name.
+            IndexKindSyntax::Ngram(k) => IndexKind::Ngram(u8::try_from(k).unwrap_or(u8::MAX)),
         };
         self.storage.create_index(
             dataset,
@@ -105,7 +99,7 @@ impl Database {
             for definition in target.index_definitions() {
                 datasets.push(name.clone());
                 indexes.push(definition.name);
-                kinds.push(format!("{:?}", definition.kind).to_uppercase());
+                kinds.push(definition.kind.to_string());
                 let mut described = definition.fields.join(", ");
                 if !definition.include.is_empty() {
                     described.push_str(&format!(" INCLUDE ({})", definition.include.join(", ")));

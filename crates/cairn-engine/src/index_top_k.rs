@@ -1,13 +1,15 @@
 //! Top-k through an index (BigFUN Q10/Q11: the 10 most recent chirps that pass a filter): a
-//! physical optimizer rule that turns `ORDER BY f [DESC] LIMIT k` over a full scan of a
-//! dataset with a btree index led by `f` into an ordered index scan under the same filters
-//! and a limit, so reading stops once k rows pass instead of sorting every row.
+//! physical optimizer rule that turns `ORDER BY f [DESC] LIMIT k` over a scan of a dataset
+//! with a btree index led by `f` into an ordered index scan under the same filters and a
+//! limit, so reading stops once k rows pass instead of sorting every row. A full scan is
+//! always turned; a scan through another index only when the walk is expected to read fewer
+//! rows than that index names (a rare word's keyword index beats walking the time order).
 //!
 //! `SET cairn.access_path = 'full_scan'` turns the rule off. Only required (non-`?`) fields
 //! qualify: an index leaves out rows whose field is null, and
 //! a required field has none, so the ordered scan returns every row.
 
-use crate::access_path::{AccessOverride, CairnOptions};
+use crate::access_path::{AccessOverride, CairnOptions, top_k_walks};
 use crate::scan_exec::DatasetScanExec;
 use cairn_storage::IndexKind;
 use datafusion::arrow::compute::SortOptions;
@@ -35,11 +37,12 @@ impl PhysicalOptimizerRule for IndexTopK {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let forced_scan = config
+        let forced = config
             .extensions
             .get::<CairnOptions>()
-            .is_some_and(|o| AccessOverride::parse(&o.access_path) == Ok(AccessOverride::FullScan));
-        if forced_scan {
+            .and_then(|o| AccessOverride::parse(&o.access_path).ok())
+            .unwrap_or(AccessOverride::Auto);
+        if forced == AccessOverride::FullScan {
             return Ok(plan);
         }
         plan.transform_down(|node| {
@@ -64,7 +67,7 @@ impl PhysicalOptimizerRule for IndexTopK {
             let Some(column) = order.expr.downcast_ref::<Column>() else {
                 return Ok(Transformed::no(node));
             };
-            match in_index_order(sort.input(), column.name(), order.options, fetch)? {
+            match in_index_order(sort.input(), column.name(), order.options, fetch, forced)? {
                 Some(input) => {
                     Ok(Transformed::yes(
                         Arc::new(GlobalLimitExec::new(input, 0, Some(fetch))) as _,
@@ -86,7 +89,8 @@ impl PhysicalOptimizerRule for IndexTopK {
 }
 
 /// `plan` rebuilt to produce its rows in order of `field`, reading through an index, if it is
-/// a full dataset scan under filters, projections that keep `field`, and repartitioning.
+/// a dataset scan under filters, projections that keep `field`, and repartitioning, and the
+/// walk is cheaper than the scan's own access ([`top_k_walks`]).
 /// Filters get the limit `fetch`, so they pass rows on as soon as they have that many rather
 /// than gathering a full batch (which would read far more of the index than the query needs).
 fn in_index_order(
@@ -94,6 +98,7 @@ fn in_index_order(
     field: &str,
     options: SortOptions,
     fetch: usize,
+    forced: AccessOverride,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
         let dataset = scan.dataset();
@@ -111,6 +116,9 @@ fn in_index_order(
         else {
             return Ok(None);
         };
+        if !top_k_walks(scan.access(), field, dataset.live_rows(), fetch, forced) {
+            return Ok(None);
+        }
         return Ok(scan
             .ordered_by(&index.name, field, options.descending)?
             .map(|ordered| Arc::new(ordered) as _));
@@ -131,7 +139,7 @@ fn in_index_order(
     if !keeps_field {
         return Ok(None);
     }
-    let Some(ordered) = in_index_order(child, field, options, fetch)? else {
+    let Some(ordered) = in_index_order(child, field, options, fetch, forced)? else {
         return Ok(None);
     };
     if plan.is::<RepartitionExec>() || plan.is::<CoalescePartitionsExec>() {

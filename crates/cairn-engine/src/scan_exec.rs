@@ -73,6 +73,7 @@ impl DatasetScanExec {
             Access::Full { .. }
             | Access::Index(_)
             | Access::Spatial(_)
+            | Access::Text(_)
             | Access::Ordered { .. }
             | Access::Lookup(_) => {
                 let summaries = (0..dataset.partitions.len())
@@ -86,14 +87,7 @@ impl DatasetScanExec {
                 // column wherever one partition holds only nulls or nothing at all.
                 let total = statistics(&PartitionSummary::merge_all(&dataset, &summaries));
                 let parts = summaries.iter().map(statistics).collect::<Vec<_>>();
-                let estimated_rows = match &access {
-                    Access::Index(index) => Some(index.estimated_rows as usize),
-                    Access::Spatial(spatial) => Some(spatial.estimated_rows as usize),
-                    Access::Lookup(lookup) => {
-                        Some((lookup.values.len() as f64 * lookup.rows_per_key).ceil() as usize)
-                    }
-                    _ => None,
-                };
+                let estimated_rows = access.estimated_rows().map(|rows| rows as usize);
                 // An index scan's rows lie in its range: filters above it on the same field
                 // then keep most of them rather than the range's share of the whole dataset.
                 let range_bounds = match &access {
@@ -186,10 +180,19 @@ impl DatasetScanExec {
         &self.dataset
     }
 
-    /// The same scan reading every row in the order of index `index` on `field`, if this is
-    /// a full scan (other accesses already read few rows).
+    /// How the scan reaches its rows.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// The same scan reading every row in the order of index `index` on `field`, unless it
+    /// reads by key or by a join's keys (whether walking pays is the caller's choice:
+    /// [`crate::access_path::top_k_walks`]).
     pub fn ordered_by(&self, index: &str, field: &str, descending: bool) -> Result<Option<Self>> {
-        if !matches!(self.access, Access::Full { .. }) {
+        if matches!(
+            self.access,
+            Access::Key(_) | Access::Lookup(_) | Access::Ordered { .. }
+        ) {
             return Ok(None);
         }
         DatasetScanExec::try_new(
@@ -310,17 +313,19 @@ impl DatasetScanExec {
                 }
                 Ok(())
             }),
-            access @ (Access::Index(_) | Access::Spatial(_) | Access::Lookup(_)) => builder
-                .spawn_blocking(move || {
-                    let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())
-                        .map_err(storage_error)?;
-                    for batch in batches {
-                        if tx.blocking_send(Ok(batch)).is_err() {
-                            break; // the consumer went away
-                        }
+            access @ (Access::Index(_)
+            | Access::Spatial(_)
+            | Access::Text(_)
+            | Access::Lookup(_)) => builder.spawn_blocking(move || {
+                let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())
+                    .map_err(storage_error)?;
+                for batch in batches {
+                    if tx.blocking_send(Ok(batch)).is_err() {
+                        break; // the consumer went away
                     }
-                    Ok(())
-                }),
+                }
+                Ok(())
+            }),
             Access::Full { request, .. } => {
                 let (pruned, skipped, found_empty) = (
                     counter("row_groups_pruned"),
@@ -367,7 +372,7 @@ impl DatasetScanExec {
     }
 }
 
-/// The rows of partition `partition` that an index, rtree or lookup access names (a few rows
+/// The rows of partition `partition` that an index, rtree, text index or lookup access names (a few rows
 /// each, fetched whole before any is passed on).
 fn fetched_rows(
     dataset: &Dataset,
@@ -384,6 +389,9 @@ fn fetched_rows(
         ),
         Access::Spatial(spatial) => {
             dataset.spatial_scan_partition(partition, &spatial.index, &spatial.queries, projection)
+        }
+        Access::Text(text) => {
+            dataset.text_scan_partition(partition, &text.index, &text.plan, projection)
         }
         Access::Lookup(lookup) => match &lookup.by {
             LookupBy::Index(index) => {
@@ -540,6 +548,18 @@ impl DisplayAs for DatasetScanExec {
                     [] => write!(f, " meeting the join's boxes")?,
                     boxes => write!(f, " meeting {} boxes", boxes.len())?,
                 }
+            }
+            Access::Text(text) => {
+                write!(
+                    f,
+                    ", access=text index scan {} on {} for {} (",
+                    text.index, text.field, text.query
+                )?;
+                let plan = &text.plan;
+                if plan.threshold < plan.terms.len() {
+                    write!(f, "{} of {} grams, ", plan.threshold, plan.terms.len())?;
+                }
+                write!(f, "estimated {} rows)", text.estimated_rows)?;
             }
             Access::Lookup(lookup) => {
                 match &lookup.by {

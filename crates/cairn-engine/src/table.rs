@@ -3,7 +3,9 @@
 //! pruning and `key = literal` answered by a point lookup; inserts written through
 //! [`DatasetSink`].
 
-use crate::access_path::{Access, AccessOverride, CairnOptions, SpatialFilter, choose};
+use crate::access_path::{
+    Access, AccessOverride, CairnOptions, IndexFilters, SpatialFilter, TextFilter, choose,
+};
 use crate::dml::DatasetSink;
 use crate::scan_exec::{DatasetScanExec, projected_schema, to_statistics};
 use crate::scan_filter::{comparison_range, scan_can_evaluate, scan_filter};
@@ -14,6 +16,7 @@ use cairn_model::{DataType, Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::predicate_cache::Atom;
 use cairn_storage::secondary_index::field_type;
+use cairn_storage::text_index::TextQuery;
 use cairn_storage::{ColumnRange, Storage};
 use datafusion::catalog::Session;
 use datafusion::common::{ScalarValue, Statistics};
@@ -160,6 +163,39 @@ pub(crate) fn spatial_filter(dataset: &Dataset, expr: &Expr) -> Option<SpatialFi
     Some(SpatialFilter { field, query })
 }
 
+/// `contains_word(field, 'word')` or `edit_distance_contains(field, 'word', k)` on a declared
+/// string field with constant arguments: the field's path and the query a keyword or ngram
+/// index may answer.
+pub(crate) fn text_filter(dataset: &Dataset, expr: &Expr) -> Option<TextFilter> {
+    let Expr::ScalarFunction(call) = expr else {
+        return None;
+    };
+    let constant_text = |expr: &Expr| match expr {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => Some(s.clone()),
+        _ => None,
+    };
+    let (field, query) = match (call.func.name(), call.args.as_slice()) {
+        ("contains_word", [field, word]) => (field, TextQuery::Word(constant_text(word)?)),
+        ("edit_distance_contains", [field, word, Expr::Literal(distance, _)]) => {
+            let distance = match distance.cast_to(&arrow::datatypes::DataType::Int64).ok()? {
+                ScalarValue::Int64(Some(d)) => u32::try_from(d).ok()?,
+                _ => return None,
+            };
+            let word = constant_text(word)?;
+            (field, TextQuery::Similar { word, distance })
+        }
+        _ => return None,
+    };
+    let field = field_path(field)?;
+    let data_type = field_type(&dataset.shape.dataset_type.record, &field)?;
+    (*data_type == DataType::String).then_some(TextFilter { field, query })
+}
+
 impl DatasetTable {
     /// The ranges the filters imply on fields (dotted paths for nested ones): for choosing an
     /// index, and, on top-level fields, for row-group pruning.
@@ -252,11 +288,17 @@ impl TableProvider for DatasetTable {
             Some(key) => Access::Key(key),
             None => choose(
                 &self.dataset,
-                self.ranges(filters),
-                &filters
-                    .iter()
-                    .filter_map(|f| spatial_filter(&self.dataset, f))
-                    .collect::<Vec<_>>(),
+                IndexFilters {
+                    ranges: self.ranges(filters),
+                    spatial: filters
+                        .iter()
+                        .filter_map(|f| spatial_filter(&self.dataset, f))
+                        .collect(),
+                    text: filters
+                        .iter()
+                        .filter_map(|f| text_filter(&self.dataset, f))
+                        .collect(),
+                },
                 projection.map(|p| p.as_slice()),
                 forced,
             )

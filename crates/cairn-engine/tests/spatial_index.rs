@@ -6,19 +6,9 @@
 mod common;
 
 use cairn_engine::Database;
-use common::{explain, rows, rows_with};
+use common::{checked, explain, rows, rows_with};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// The answer through the chosen path and through a forced full scan, which must agree.
-async fn checked(db: &Database, query: &str) -> Vec<String> {
-    let chosen = rows(db, query).await;
-    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
-    let scanned = rows(db, query).await;
-    db.sql("SET cairn.access_path = 'auto'").await.unwrap();
-    assert_eq!(chosen, scanned, "{query}");
-    chosen
-}
 
 fn place(id: i64, rng: &mut StdRng) -> String {
     let (x, y) = (rng.random_range(0.0..100.0), rng.random_range(0.0..100.0));

@@ -8,11 +8,13 @@
 
 use crate::cache::ByteLru;
 use crate::chunk_buffers::BufferedChunks;
+use crate::component_indexes::IndexCache;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::ComponentIndex;
 use crate::shape::DatasetShape;
 use crate::spatial_index::SpatialIndex;
 use crate::statistics::{CachedSummaries, ColumnSummaries};
+use crate::text_index::TextIndex;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use bytes::Bytes;
@@ -267,11 +269,12 @@ pub struct DiskComponent {
     /// drops its handle.
     obsolete: AtomicBool,
     summaries: CachedSummaries,
-    /// Secondary indexes read or built so far, by index name.
-    pub(crate) indexes: parking_lot::Mutex<std::collections::HashMap<String, Arc<ComponentIndex>>>,
+    /// Secondary btree indexes read or built so far, by index name.
+    pub(crate) indexes: IndexCache<ComponentIndex>,
     /// The rtrees read so far, by index name.
-    pub(crate) spatial_indexes:
-        parking_lot::Mutex<std::collections::HashMap<String, Arc<SpatialIndex>>>,
+    pub(crate) spatial_indexes: IndexCache<SpatialIndex>,
+    /// The keyword and ngram indexes read so far, by index name.
+    pub(crate) text_indexes: IndexCache<TextIndex>,
     /// Indexes whose file is known to exist, so every manifest write need not look again.
     pub(crate) index_files: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
@@ -332,6 +335,7 @@ impl DiskComponent {
             summaries: CachedSummaries::new(),
             indexes: Default::default(),
             spatial_indexes: Default::default(),
+            text_indexes: Default::default(),
             index_files: Default::default(),
         };
         for rg in 0..metadata.num_row_groups() {

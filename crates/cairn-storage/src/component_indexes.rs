@@ -6,11 +6,16 @@ use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::{ComponentIndex, IndexDefinition, IndexKind, column_at_path};
 use crate::spatial_index::{SpatialIndex, column_boxes};
+use crate::text_index::TextIndex;
 use arrow::array::{ArrayRef, RecordBatch};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// A component's structures of one kind of index, by index name, as read or built so far.
+pub(crate) type IndexCache<T> = parking_lot::Mutex<HashMap<String, Arc<T>>>;
 
 impl DiskComponent {
     fn directory(&self) -> PathBuf {
@@ -20,30 +25,35 @@ impl DiskComponent {
             .unwrap_or_default()
     }
 
-    /// The component's entries of index `definition`: cached, else read from the index file,
-    /// else built from the component's columns and written. A damaged file is rebuilt (an
-    /// index is derived data) with a warning.
-    pub fn index(&self, definition: &IndexDefinition) -> Result<Arc<ComponentIndex>> {
-        if definition.kind != IndexKind::Btree {
+    /// The structure of index `definition` (of a kind `wanted` accepts) from `cache`, else
+    /// read from its file, else built and written. A damaged file is rebuilt (an index is
+    /// derived data) with a warning.
+    fn cached_index<T>(
+        &self,
+        cache: &IndexCache<T>,
+        definition: &IndexDefinition,
+        wanted: fn(IndexKind) -> bool,
+        read: impl FnOnce(&Path) -> Result<T>,
+        build: impl FnOnce() -> Result<T>,
+        write: impl FnOnce(&T, &Path, &str) -> Result<()>,
+    ) -> Result<Arc<T>> {
+        if !wanted(definition.kind) {
             return Err(StorageError::InvalidDefinition {
                 dataset: self.shape.name.clone(),
-                message: format!("index {} is not a btree", definition.name),
+                message: format!(
+                    "index {} is a {} index, not one this search reads",
+                    definition.name, definition.kind
+                ),
             });
         }
-        let mut indexes = self.indexes.lock();
+        let mut indexes = cache.lock();
         if let Some(index) = indexes.get(&definition.name) {
             return Ok(index.clone());
         }
-        let field_types = definition.field_types(&self.shape.dataset_type.record);
         let file_name = definition.file_name(self.id);
         let path = self.directory().join(&file_name);
         let read = if path.exists() {
-            match ComponentIndex::read(
-                &path,
-                field_types.clone(),
-                definition.include.len(),
-                self.rows,
-            ) {
+            match read(&path) {
                 Ok(index) => Some(index),
                 Err(error) => {
                     tracing::warn!(%error, "rebuilding a damaged index file");
@@ -56,10 +66,8 @@ impl DiskComponent {
         let index = match read {
             Some(index) => index,
             None => {
-                let mut columns = self.indexed_columns(definition)?;
-                let included = columns.split_off(definition.fields.len());
-                let index = ComponentIndex::build(field_types, &columns, &included)?;
-                index.write(&self.directory(), &file_name)?;
+                let index = build()?;
+                write(&index, &self.directory(), &file_name)?;
                 index
             }
         };
@@ -68,35 +76,38 @@ impl DiskComponent {
         Ok(index)
     }
 
-    /// The component's rtree `definition`: cached, else read from its file, else built from
-    /// the component's column and written (a damaged file is rebuilt, as for a btree).
+    /// The component's entries of btree `definition` (see [`Self::cached_index`]).
+    pub fn index(&self, definition: &IndexDefinition) -> Result<Arc<ComponentIndex>> {
+        let field_types = definition.field_types(&self.shape.dataset_type.record);
+        self.cached_index(
+            &self.indexes,
+            definition,
+            |kind| kind == IndexKind::Btree,
+            |path| {
+                ComponentIndex::read(
+                    path,
+                    field_types.clone(),
+                    definition.include.len(),
+                    self.rows,
+                )
+            },
+            || {
+                let mut columns = self.indexed_columns(definition)?;
+                let included = columns.split_off(definition.fields.len());
+                ComponentIndex::build(field_types.clone(), &columns, &included)
+            },
+            ComponentIndex::write,
+        )
+    }
+
+    /// The component's rtree `definition` (see [`Self::cached_index`]).
     pub fn spatial_index(&self, definition: &IndexDefinition) -> Result<Arc<SpatialIndex>> {
-        if definition.kind != IndexKind::Rtree {
-            return Err(StorageError::InvalidDefinition {
-                dataset: self.shape.name.clone(),
-                message: format!("index {} is not an rtree", definition.name),
-            });
-        }
-        let mut indexes = self.spatial_indexes.lock();
-        if let Some(index) = indexes.get(&definition.name) {
-            return Ok(index.clone());
-        }
-        let file_name = definition.file_name(self.id);
-        let path = self.directory().join(&file_name);
-        let read = if path.exists() {
-            match SpatialIndex::read(&path, self.rows) {
-                Ok(index) => Some(index),
-                Err(error) => {
-                    tracing::warn!(%error, "rebuilding a damaged rtree file");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let index = match read {
-            Some(index) => index,
-            None => {
+        self.cached_index(
+            &self.spatial_indexes,
+            definition,
+            |kind| kind == IndexKind::Rtree,
+            |path| SpatialIndex::read(path, self.rows),
+            || {
                 let columns = self.indexed_columns(definition)?;
                 let boxes = columns
                     .first()
@@ -115,14 +126,31 @@ impl DiskComponent {
                     .enumerate()
                     .filter_map(|(row, b)| Some((b?, row as u32)))
                     .collect();
-                let index = SpatialIndex::build(entries);
-                index.write(&self.directory(), &file_name)?;
-                index
-            }
-        };
-        let index = Arc::new(index);
-        indexes.insert(definition.name.clone(), index.clone());
-        Ok(index)
+                Ok(SpatialIndex::build(entries))
+            },
+            SpatialIndex::write,
+        )
+    }
+
+    /// The component's keyword or ngram index `definition` (see [`Self::cached_index`]).
+    pub fn text_index(&self, definition: &IndexDefinition) -> Result<Arc<TextIndex>> {
+        self.cached_index(
+            &self.text_indexes,
+            definition,
+            IndexKind::is_text,
+            |path| TextIndex::read(path, self.rows),
+            || {
+                let columns = self.indexed_columns(definition)?;
+                let column = columns.first().ok_or_else(|| {
+                    StorageError::corrupt(
+                        &self.path,
+                        format!("no column for `{}`", definition.fields[0]),
+                    )
+                })?;
+                TextIndex::build(definition.kind, column.as_ref())
+            },
+            TextIndex::write,
+        )
     }
 
     /// Every row's values of the indexed fields, then of the included fields, one array per
@@ -171,6 +199,7 @@ impl DiskComponent {
         if self.index_files.lock().contains(&definition.name)
             || self.indexes.lock().contains_key(&definition.name)
             || self.spatial_indexes.lock().contains_key(&definition.name)
+            || self.text_indexes.lock().contains_key(&definition.name)
         {
             return Ok(());
         }
@@ -182,6 +211,7 @@ impl DiskComponent {
             match definition.kind {
                 IndexKind::Btree => drop(self.index(definition)?),
                 IndexKind::Rtree => drop(self.spatial_index(definition)?),
+                IndexKind::Keyword | IndexKind::Ngram(_) => drop(self.text_index(definition)?),
             }
         }
         self.index_files.lock().insert(definition.name.clone());
@@ -192,6 +222,7 @@ impl DiskComponent {
     pub fn drop_index(&self, name: &str) {
         self.indexes.lock().remove(name);
         self.spatial_indexes.lock().remove(name);
+        self.text_indexes.lock().remove(name);
         self.index_files.lock().remove(name);
         let path = self.directory().join(format!("c{}.{name}.idx", self.id));
         let _ = std::fs::remove_file(path);

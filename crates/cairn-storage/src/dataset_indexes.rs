@@ -45,6 +45,96 @@ fn covered_batch(
 }
 
 impl Dataset {
+    /// How many rows an index search names over every partition: memory and frozen records
+    /// that pass `record_matches`, plus what `component_count` counts in each disk component
+    /// (entries of deleted rows still count, so it is an upper bound).
+    pub(crate) fn count_through_index(
+        &self,
+        record_matches: &dyn Fn(&Record) -> bool,
+        component_count: &dyn Fn(&DiskComponent) -> Result<u64>,
+    ) -> Result<u64> {
+        let mut total = 0u64;
+        for partition in &self.partitions {
+            let (in_memory, slots) = {
+                let state = partition.state.read();
+                let in_memory = state
+                    .memtable
+                    .values()
+                    .filter(|r| record_matches(r))
+                    .count();
+                (in_memory as u64, state.snapshot_slots())
+            };
+            total += in_memory;
+            for (component, _) in slots {
+                total += match component {
+                    ComponentRef::Disk(disk) => component_count(&disk)?,
+                    ComponentRef::Frozen(frozen) => frozen
+                        .rows
+                        .iter()
+                        .filter(|(_, r)| record_matches(r))
+                        .count() as u64,
+                };
+            }
+        }
+        Ok(total)
+    }
+
+    /// The live rows of partition `partition` an index search names, with columns
+    /// `projection` of the dataset schema: memory and frozen records that pass
+    /// `record_matches`, and the rows `component_rows` finds in each disk component (any
+    /// order, repeats allowed), less the deleted ones.
+    pub(crate) fn scan_through_index(
+        &self,
+        partition: usize,
+        record_matches: &dyn Fn(&Record) -> bool,
+        component_rows: &dyn Fn(&DiskComponent) -> Result<Vec<u64>>,
+        projection: Option<&[usize]>,
+    ) -> Result<Vec<RecordBatch>> {
+        let Some(state) = self.partitions.get(partition) else {
+            return Err(StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message: format!("partition {partition} does not exist"),
+            });
+        };
+        let (mut records, slots) = {
+            let state = state.state.read();
+            let records: Vec<Arc<Record>> = state
+                .memtable
+                .values()
+                .filter(|r| record_matches(r))
+                .cloned()
+                .collect();
+            (records, state.snapshot_slots())
+        };
+        let mut batches = Vec::new();
+        for (component, deleted) in slots {
+            match component {
+                ComponentRef::Disk(disk) => {
+                    let mut rows = component_rows(&disk)?;
+                    rows.retain(|row| !deleted.contains(*row));
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    rows.sort_unstable();
+                    rows.dedup();
+                    batches.extend(disk.fetch_rows(&rows, projection)?);
+                }
+                ComponentRef::Frozen(frozen) => {
+                    for (row, (_, record)) in frozen.rows.iter().enumerate() {
+                        if !deleted.contains(row as u64) && record_matches(record) {
+                            records.push(record.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if !records.is_empty() {
+            let refs: Vec<&Record> = records.iter().map(|r| r.as_ref()).collect();
+            batches.push(self.shape.records_batch(&refs, projection)?);
+        }
+        Ok(batches)
+    }
+
     /// The secondary indexes, in creation order.
     pub fn index_definitions(&self) -> Vec<IndexDefinition> {
         self.indexes.read().clone()

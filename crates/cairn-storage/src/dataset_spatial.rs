@@ -5,12 +5,10 @@
 
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
-use crate::partition::ComponentRef;
 use crate::secondary_index::{IndexDefinition, IndexKind, value_at_path};
 use crate::spatial_index::{BoundingBox, bounding_box, boxes_intersect};
 use arrow::array::RecordBatch;
 use cairn_model::Record;
-use std::sync::Arc;
 
 impl Dataset {
     fn rtree_definition(&self, name: &str) -> Result<IndexDefinition> {
@@ -44,32 +42,9 @@ impl Dataset {
     pub fn spatial_estimate(&self, name: &str, query: &BoundingBox) -> Result<u64> {
         let definition = self.rtree_definition(name)?;
         let queries = std::slice::from_ref(query);
-        let mut total = 0u64;
-        for partition in &self.partitions {
-            let (in_memory, slots) = {
-                let state = partition.state.read();
-                let in_memory = state
-                    .memtable
-                    .values()
-                    .filter(|r| self.meets(&definition, r, queries))
-                    .count();
-                (in_memory as u64, state.snapshot_slots())
-            };
-            total += in_memory;
-            for (component, _) in slots {
-                total += match component {
-                    ComponentRef::Disk(disk) => {
-                        disk.spatial_index(&definition)?.count(query) as u64
-                    }
-                    ComponentRef::Frozen(frozen) => frozen
-                        .rows
-                        .iter()
-                        .filter(|(_, r)| self.meets(&definition, r, queries))
-                        .count() as u64,
-                };
-            }
-        }
-        Ok(total)
+        self.count_through_index(&|r| self.meets(&definition, r, queries), &|disk| {
+            Ok(disk.spatial_index(&definition)?.count(query) as u64)
+        })
     }
 
     /// The live rows of partition `partition` whose indexed point or rectangle meets one of
@@ -83,56 +58,18 @@ impl Dataset {
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.rtree_definition(name)?;
-        let Some(state) = self.partitions.get(partition) else {
-            return Err(StorageError::InvalidDefinition {
-                dataset: self.shape.name.clone(),
-                message: format!("partition {partition} does not exist"),
-            });
-        };
-        let (mut records, slots) = {
-            let state = state.state.read();
-            let records: Vec<Arc<Record>> = state
-                .memtable
-                .values()
-                .filter(|r| self.meets(&definition, r, queries))
-                .cloned()
-                .collect();
-            (records, state.snapshot_slots())
-        };
-        let mut batches = Vec::new();
-        for (component, deleted) in slots {
-            match component {
-                ComponentRef::Disk(disk) => {
-                    let index = disk.spatial_index(&definition)?;
-                    let mut rows = Vec::new();
-                    for query in queries {
-                        index.search(query, &mut |row| {
-                            if !deleted.contains(row as u64) {
-                                rows.push(row as u64);
-                            }
-                        });
-                    }
-                    if rows.is_empty() {
-                        continue;
-                    }
-                    rows.sort_unstable();
-                    rows.dedup(); // boxes may overlap
-                    batches.extend(disk.fetch_rows(&rows, projection)?);
+        self.scan_through_index(
+            partition,
+            &|r| self.meets(&definition, r, queries),
+            &|disk| {
+                let index = disk.spatial_index(&definition)?;
+                let mut rows = Vec::new();
+                for query in queries {
+                    index.search(query, &mut |row| rows.push(row as u64));
                 }
-                ComponentRef::Frozen(frozen) => {
-                    for (row, (_, record)) in frozen.rows.iter().enumerate() {
-                        if !deleted.contains(row as u64) && self.meets(&definition, record, queries)
-                        {
-                            records.push(record.clone());
-                        }
-                    }
-                }
-            }
-        }
-        if !records.is_empty() {
-            let refs: Vec<&Record> = records.iter().map(|r| r.as_ref()).collect();
-            batches.push(self.shape.records_batch(&refs, projection)?);
-        }
-        Ok(batches)
+                Ok(rows) // boxes may overlap: the scan drops repeats
+            },
+            projection,
+        )
     }
 }

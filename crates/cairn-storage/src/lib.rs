@@ -26,6 +26,7 @@ pub mod component_indexes;
 pub mod dataset;
 pub mod dataset_indexes;
 pub mod dataset_spatial;
+pub mod dataset_text;
 pub mod deletion;
 pub mod durable_file;
 pub mod error;
@@ -43,6 +44,7 @@ pub mod shape;
 pub mod spatial_index;
 pub mod statistics;
 pub mod storage;
+pub mod text_index;
 pub mod wal;
 pub mod wal_format;
 

@@ -32,6 +32,29 @@ pub enum IndexKind {
     /// Bounding boxes of one point or rectangle field: intersection search
     /// (`spatial_index.rs`).
     Rtree,
+    /// The lowercased words of one string field: word containment (`text_index.rs`).
+    Keyword,
+    /// The k-character grams of one string field's lowercased words: edit-distance
+    /// similarity, by candidates then verification (`text_index.rs`).
+    Ngram(u8),
+}
+
+impl IndexKind {
+    /// Whether the kind indexes the terms of a text (keyword or ngram).
+    pub fn is_text(self) -> bool {
+        matches!(self, IndexKind::Keyword | IndexKind::Ngram(_))
+    }
+}
+
+impl std::fmt::Display for IndexKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IndexKind::Btree => write!(f, "BTREE"),
+            IndexKind::Rtree => write!(f, "RTREE"),
+            IndexKind::Keyword => write!(f, "KEYWORD"),
+            IndexKind::Ngram(k) => write!(f, "NGRAM({k})"),
+        }
+    }
 }
 
 /// A secondary index as declared: its name, the fields it orders by (field names, or dotted
@@ -101,10 +124,24 @@ impl IndexDefinition {
                 self.name
             ));
         }
-        if self.kind == IndexKind::Rtree && (self.fields.len() != 1 || !self.include.is_empty()) {
+        if self.kind != IndexKind::Btree && (self.fields.len() != 1 || !self.include.is_empty()) {
             return Err(format!(
-                "index `{}`: an rtree covers exactly one field and includes none",
-                self.name
+                "index `{}`: {} covers exactly one field and includes none",
+                self.name,
+                match self.kind {
+                    IndexKind::Rtree => "an rtree",
+                    IndexKind::Keyword => "a keyword index",
+                    _ => "an ngram index",
+                }
+            ));
+        }
+        if let IndexKind::Ngram(k) = self.kind
+            && !(1..=crate::text_index::NGRAM_LENGTH_MAX).contains(&k)
+        {
+            return Err(format!(
+                "index `{}`: NGRAM length must be 1 to {}, got {k}",
+                self.name,
+                crate::text_index::NGRAM_LENGTH_MAX
             ));
         }
         for (i, path) in self.fields.iter().enumerate() {
@@ -127,6 +164,12 @@ impl IndexDefinition {
                 IndexKind::Rtree if !matches!(data_type, DataType::Point | DataType::Rectangle) => {
                     return Err(format!(
                         "index `{}`: an rtree indexes a point or rectangle field; `{path}` is {data_type}",
+                        self.name
+                    ));
+                }
+                kind if kind.is_text() && *data_type != DataType::String => {
+                    return Err(format!(
+                        "index `{}`: a {kind} index indexes a string field; `{path}` is {data_type}",
                         self.name
                     ));
                 }

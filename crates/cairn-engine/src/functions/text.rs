@@ -13,12 +13,9 @@ use datafusion::logical_expr::{
 };
 use std::sync::Arc;
 
-/// The words of `text`: maximal runs of alphanumeric characters (Unicode-aware), in order and
-/// with their original case. Everything else separates words.
-pub fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-}
+// The tokenizer the keyword and ngram indexes use, so an index never misses a row these
+// functions accept.
+pub use cairn_storage::text_index::{lowercase, words};
 
 /// Whether `token` equals `lowered_word` (already lowercased) ignoring case.
 fn equals_ignoring_case(token: &str, lowered_word: &str) -> bool {
@@ -34,7 +31,7 @@ fn equals_ignoring_case(token: &str, lowered_word: &str) -> bool {
 
 /// Whether some word of `text` equals `word`, ignoring case.
 pub fn contains_word(text: &str, word: &str) -> bool {
-    let lowered = word.to_lowercase();
+    let lowered = lowercase(word);
     words(text).any(|token| equals_ignoring_case(token, &lowered))
 }
 
@@ -246,7 +243,7 @@ impl ScalarUDFImpl for ContainsWordFunction {
                         continue;
                     };
                     if last_word != Some(word) {
-                        lowered = word.to_lowercase();
+                        lowered = lowercase(word);
                         last_word = Some(word);
                     }
                     builder.append_value(

@@ -1,6 +1,9 @@
 //! Helpers the plan-choice tests share: a query's EXPLAIN text, and its answer as sorted
 //! lines so that the answers of different plans can be compared.
 
+// Each test file compiles its own copy and uses only some of the helpers.
+#![allow(dead_code)]
+
 use arrow::util::pretty::pretty_format_batches;
 use cairn_engine::Database;
 
@@ -21,6 +24,16 @@ pub async fn rows(db: &Database, query: &str) -> Vec<String> {
         .collect();
     lines.sort();
     lines
+}
+
+/// The answer through the chosen path and through a forced full scan, which must agree.
+pub async fn checked(db: &Database, query: &str) -> Vec<String> {
+    let chosen = rows(db, query).await;
+    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
+    let scanned = rows(db, query).await;
+    db.sql("SET cairn.access_path = 'auto'").await.unwrap();
+    assert_eq!(chosen, scanned, "{query}");
+    chosen
 }
 
 /// The answer with the join method forced to `method`, then back to `auto`.
