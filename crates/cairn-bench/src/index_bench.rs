@@ -260,7 +260,11 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
             });
         }
         for run in 0..=config.runs {
-            for (timing, (_, setting)) in timings.iter_mut().zip(&paths) {
+            // Each run starts with another path, so none always follows the cache-clearing
+            // full scan.
+            for turn in 0..paths.len() {
+                let which = (run + turn) % paths.len();
+                let (timing, (_, setting)) = (&mut timings[which], &paths[which]);
                 db.sql(&format!("SET cairn.{option} = '{setting}'")).await?;
                 let started = Instant::now();
                 let batches = db.sql(&sql).await?;
@@ -353,7 +357,7 @@ async fn count_of(
 
 fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
     let mut text = format!(
-        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {:.1} s; the seven indexes built and GleambookMessages analyzed in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13); rtree `chirps_location` on ChirpMessages(sender_location); keyword `chirps_words` and ngram(2) `chirps_grams` on ChirpMessages(message_text)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included), with the predicate cache off (`SET cairn.predicate_cache = false`: a full scan reads every unit); the paths take turns run by run. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
+        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {:.1} s; the seven indexes built and GleambookMessages analyzed in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13); rtree `chirps_location` on ChirpMessages(sender_location); keyword `chirps_words` and ngram(2) `chirps_grams` on ChirpMessages(message_text)\n- Each cell: median of {} runs after one warm-up, in-process through `Database::sql` (planning included), with the predicate cache off (`SET cairn.predicate_cache = false`: a full scan reads every unit); the paths take turns run by run, each run starting with the next one. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
         report.environment.markdown(),
         report.users,
         report.messages,
@@ -364,7 +368,7 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
         config.runs,
         report.users
     );
-    text.push_str("| query | qualifying | chosen path | chosen ms | index ms | full scan ms | ordered walk ms | full / index | chosen / best |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    text.push_str("| query | qualifying | chosen path | chosen ms | index ms | full scan ms | ordered walk ms | full / best index | chosen / best |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     let mut s_ok = true;
     let mut chosen_ok = true;
     for case in &report.cases {
@@ -376,8 +380,10 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
         };
         let (chosen, index, full, walk) =
             (t("chosen"), t("index"), t("full scan"), t("ordered walk"));
-        // NaN (no such path) is never the minimum.
+        // NaN (no such path) is never the minimum. A top-k's index paths are the word's index
+        // and the walk down the time order: the faster is what the index offers.
         let best = index.min(full).min(walk);
+        let through_index = index.min(walk);
         let chosen_plan = case
             .timings
             .first()
@@ -405,7 +411,7 @@ fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
                 }
             })
             .unwrap_or("?");
-        let speedup = full / index;
+        let speedup = full / through_index;
         if case.version == "S" && speedup < 50.0 {
             s_ok = false;
         }

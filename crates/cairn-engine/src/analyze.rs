@@ -1,6 +1,8 @@
 //! ANALYZE: measures each summarized field of a dataset — distinct values (DataFusion's
-//! HyperLogLog `approx_distinct`), nulls, min and max — records the distinct estimates with
-//! the dataset so scans report them to the planner, and returns what it measured.
+//! HyperLogLog `approx_distinct` over every row, memory components included), nulls, min and
+//! max — records the distinct estimates with the dataset, where the planner uses them when
+//! the components' own sketches do not cover the data, and returns the figures the planner
+//! now uses.
 
 use crate::access_path::sql_literal;
 use crate::database::Database;
@@ -72,7 +74,9 @@ impl Database {
             };
             let column = summary.columns.0.get(index).and_then(|c| c.as_ref());
             names.push(field.clone());
-            distinct.push(estimates.get(field).copied().unwrap_or(0));
+            // What the planner now uses: the components' sketches where they cover the data,
+            // else this measurement.
+            distinct.push(dataset.distinct_estimate(field).unwrap_or(0));
             nulls.push(column.map_or(0, |c| c.null_count));
             let show = |v: Option<&cairn_model::Value>| v.map_or(String::new(), sql_literal);
             minimums.push(show(column.and_then(|c| c.min.as_ref())));

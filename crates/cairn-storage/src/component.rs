@@ -12,8 +12,9 @@ use crate::component_indexes::IndexCache;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::ComponentIndex;
 use crate::shape::DatasetShape;
+use crate::sketch::{SKETCHES_KEY, Sketches};
 use crate::spatial_index::SpatialIndex;
-use crate::statistics::{CachedSummaries, ColumnSummaries};
+use crate::statistics::{CachedSummaries, ColumnSummaries, is_summarized};
 use crate::text_index::TextIndex;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
@@ -28,7 +29,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::basic::Compression;
 use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::{PageIndexPolicy, SortingColumn};
+use parquet::file::metadata::{KeyValue as FooterKeyValue, PageIndexPolicy, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, ReaderProperties, WriterProperties};
 use parquet::file::reader::{ChunkReader, FileReader, Length};
 use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
@@ -209,9 +210,24 @@ pub fn write_component_batches(
         .build();
     let mut writer = ArrowWriter::try_new(file, shape.schema.clone(), Some(props))
         .map_err(|e| parquet_error(path, e))?;
+    let sketched: Vec<String> = shape
+        .dataset_type
+        .record
+        .fields
+        .iter()
+        .filter(|f| is_summarized(&f.data_type))
+        .map(|f| f.name.clone())
+        .collect();
+    let mut sketches = Sketches::default();
     for batch in batches {
-        writer.write(&batch?).map_err(|e| parquet_error(path, e))?;
+        let batch = batch?;
+        sketches.add_batch(&batch, &sketched);
+        writer.write(&batch).map_err(|e| parquet_error(path, e))?;
     }
+    writer.append_key_value_metadata(FooterKeyValue::new(
+        SKETCHES_KEY.to_string(),
+        sketches.encode(),
+    ));
     let file = writer.into_inner().map_err(|e| parquet_error(path, e))?;
     file.sync_all().map_err(|e| StorageError::io(path, e))?;
     let bytes = file
@@ -269,6 +285,9 @@ pub struct DiskComponent {
     /// drops its handle.
     obsolete: AtomicBool,
     summaries: CachedSummaries,
+    /// Distinct-count sketches of the summarized fields, from the footer (none in files
+    /// written before sketches were).
+    pub(crate) sketches: Sketches,
     /// Secondary btree indexes read or built so far, by index name.
     pub(crate) indexes: IndexCache<ComponentIndex>,
     /// The rtrees read so far, by index name.
@@ -333,6 +352,13 @@ impl DiskComponent {
             fences: Vec::new(),
             obsolete: AtomicBool::new(false),
             summaries: CachedSummaries::new(),
+            sketches: metadata
+                .file_metadata()
+                .key_value_metadata()
+                .and_then(|pairs| pairs.iter().find(|kv| kv.key == SKETCHES_KEY))
+                .and_then(|kv| kv.value.as_deref())
+                .map(Sketches::decode)
+                .unwrap_or_default(),
             indexes: Default::default(),
             spatial_indexes: Default::default(),
             text_indexes: Default::default(),

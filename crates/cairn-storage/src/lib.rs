@@ -41,6 +41,7 @@ pub mod predicate_cache;
 pub mod scan;
 pub mod secondary_index;
 pub mod shape;
+pub mod sketch;
 pub mod spatial_index;
 pub mod statistics;
 pub mod storage;

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::partition::ComponentRef;
 use crate::scan::compare_values;
 use crate::shape::DatasetShape;
+use crate::sketch::Sketch;
 use arrow::array::Array;
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, Record, Value};
@@ -218,9 +219,37 @@ impl Dataset {
         *self.distinct_estimates.write() = estimates;
     }
 
-    /// The distinct-value estimate of a field from the last ANALYZE, if any.
+    /// The distinct-value estimate of a field: its disk components' sketches merged, while
+    /// they hold most rows and every one has a sketch of the field; else what the last
+    /// ANALYZE measured, if any. Never more than the live rows.
     pub fn distinct_estimate(&self, field: &str) -> Option<u64> {
-        self.distinct_estimates.read().get(field).copied()
+        let estimate = self
+            .sketched_distinct(field)
+            .or_else(|| self.distinct_estimates.read().get(field).copied())?;
+        Some(estimate.min(self.live_rows()))
+    }
+
+    /// The merged sketches' estimate of `field`'s distinct values (see
+    /// [`Self::distinct_estimate`]); `None` without disk components, when a component has no
+    /// sketch of the field (written before sketches were), or when memory components hold
+    /// more rows than disk components, since their rows are not sketched.
+    pub fn sketched_distinct(&self, field: &str) -> Option<u64> {
+        let mut merged = Sketch::default();
+        let (mut sketched_rows, mut memory_rows) = (0u64, 0u64);
+        for partition in &self.partitions {
+            let state = partition.state.read();
+            memory_rows += state.memtable.len() as u64;
+            for slot in &state.slots {
+                match &slot.component {
+                    ComponentRef::Disk(disk) => {
+                        merged.merge(disk.sketches.0.get(field)?);
+                        sketched_rows += disk.rows;
+                    }
+                    ComponentRef::Frozen(frozen) => memory_rows += frozen.rows.len() as u64,
+                }
+            }
+        }
+        (sketched_rows > 0 && memory_rows <= sketched_rows).then(|| merged.estimate())
     }
 
     /// The summary of every partition, combined.

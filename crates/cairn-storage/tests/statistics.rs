@@ -167,3 +167,61 @@ fn mostly_distinct_columns_have_no_dictionary() {
     assert!(!has_dictionary("at"));
     assert!(has_dictionary("tags.list.item"));
 }
+
+/// How far `estimate` is from `truth`, as a share of it.
+fn relative_error(estimate: Option<u64>, truth: u64) -> f64 {
+    let estimate = estimate.expect("an estimate") as f64;
+    (estimate - truth as f64).abs() / truth as f64
+}
+
+/// Distinct estimates come from the components' sketches with no ANALYZE, follow flushes and
+/// merges, are capped by live rows, survive reopening, and are not claimed while most rows
+/// are in memory (which no sketch covers).
+#[test]
+fn distinct_estimates_follow_components_without_analyze() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 3);
+    // v takes 500 values over 3,000 records; id is unique.
+    for id in 0..3_000 {
+        storage.insert("items", item(id, id % 500)).unwrap();
+    }
+    let dataset = storage.dataset("items").unwrap();
+    assert_eq!(
+        dataset.distinct_estimate("v"),
+        None,
+        "all rows are in memory"
+    );
+    storage.flush("items").unwrap();
+    assert!(relative_error(dataset.distinct_estimate("v"), 500) < 0.1);
+    assert!(relative_error(dataset.distinct_estimate("id"), 3_000) < 0.1);
+    assert_eq!(
+        dataset.distinct_estimate("tags"),
+        None,
+        "lists are not sketched"
+    );
+
+    // New values in a second flush raise the estimate; a merge keeps it.
+    for id in 3_000..6_000 {
+        storage.insert("items", item(id, id)).unwrap();
+    }
+    storage.flush("items").unwrap();
+    let grown = 500 + 3_000;
+    assert!(relative_error(dataset.distinct_estimate("v"), grown) < 0.1);
+    storage.compact("items").unwrap();
+    assert!(relative_error(dataset.distinct_estimate("v"), grown) < 0.1);
+
+    // Estimates never exceed the live rows, and reopening reads the sketches back.
+    for id in 10..6_000 {
+        storage.delete("items", Key::int(id)).unwrap();
+    }
+    storage.flush("items").unwrap();
+    assert!(dataset.distinct_estimate("id").unwrap() <= 10);
+    drop(dataset);
+    storage.close().unwrap();
+    let storage = open(dir.path());
+    let dataset = storage.dataset("items").unwrap();
+    assert_eq!(
+        dataset.sketched_distinct("v").map(|e| e > 3_000),
+        Some(true)
+    );
+}
