@@ -367,10 +367,10 @@ fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<Strin
     let template = workload::query_text(system, planned.case.operation)
         .ok_or_else(|| format!("{system} has no query file for {}", planned.case.operation))?;
     let mut values = run.parameters.values.clone();
-    if is_asterixdb(system) {
-        if let Some(records) = values.get_mut("records") {
-            *records = adm::users_literal(records)?;
-        }
+    if is_asterixdb(system)
+        && let Some(records) = values.get_mut("records")
+    {
+        *records = adm::users_literal(records)?;
     }
     workload::render(template, &values).map_err(|e| format!("{system} {}: {e}", planned.label))
 }

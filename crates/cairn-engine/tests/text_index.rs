@@ -164,9 +164,8 @@ async fn text_indexes_agree_with_full_scans_under_random_writes() {
         for query in [
             format!("SELECT id, body FROM Notes WHERE contains_word(body, '{word}')"),
             format!("SELECT id FROM Notes WHERE edit_distance_contains(body, '{fuzzy}', 1)"),
-            format!(
-                "SELECT id FROM Notes WHERE edit_distance_contains(body, 'xperia', 0) AND id % 2 = 0"
-            ),
+            "SELECT id FROM Notes WHERE edit_distance_contains(body, 'xperia', 0) AND id % 2 = 0"
+                .to_string(),
             format!("SELECT id FROM Notes WHERE contains_word(meta.title, '{word}')"),
         ] {
             assert!(
