@@ -6,7 +6,7 @@
 mod common;
 
 use cairn_engine::Database;
-use common::{checked, explain, rows, rows_with};
+use common::{checked, explain, random_write_round, rows, rows_with};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -66,29 +66,7 @@ async fn rtree_scans_agree_with_full_scans_under_random_writes() {
 
     let mut next_id = 20_000;
     for round in 0..10 {
-        let mut statements = Vec::new();
-        for _ in 0..300 {
-            match rng.random_range(0..10) {
-                0..=4 => {
-                    statements.push(format!("INSERT INTO Places [{}]", place(next_id, &mut rng)));
-                    next_id += 1;
-                }
-                5..=7 => {
-                    let id = rng.random_range(0..next_id);
-                    statements.push(format!("UPSERT INTO Places [{}]", place(id, &mut rng)));
-                }
-                _ => statements.push(format!(
-                    "DELETE FROM Places WHERE id = {}",
-                    rng.random_range(0..next_id)
-                )),
-            }
-        }
-        db.execute_script(&statements.join(";\n")).await.unwrap();
-        match round % 3 {
-            1 => db.storage().flush("Places").unwrap(),
-            2 => db.storage().compact("Places").unwrap(),
-            _ => {}
-        }
+        random_write_round(&db, "Places", round, &mut next_id, &mut rng, place).await;
         let (x, y) = (rng.random_range(0.0..100.0), rng.random_range(0.0..100.0));
         let radius = rng.random_range(1.0..6.0);
         for query in [

@@ -7,7 +7,7 @@
 mod common;
 
 use cairn_engine::Database;
-use common::{checked, explain};
+use common::{checked, explain, random_write_round};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -131,29 +131,7 @@ async fn text_indexes_agree_with_full_scans_under_random_writes() {
 
     let mut next_id = 20_000;
     for round in 0..9 {
-        let mut statements = Vec::new();
-        for _ in 0..300 {
-            match rng.random_range(0..10) {
-                0..=4 => {
-                    statements.push(format!("INSERT INTO Notes [{}]", note(next_id, &mut rng)));
-                    next_id += 1;
-                }
-                5..=7 => {
-                    let id = rng.random_range(0..next_id);
-                    statements.push(format!("UPSERT INTO Notes [{}]", note(id, &mut rng)));
-                }
-                _ => statements.push(format!(
-                    "DELETE FROM Notes WHERE id = {}",
-                    rng.random_range(0..next_id)
-                )),
-            }
-        }
-        db.execute_script(&statements.join(";\n")).await.unwrap();
-        match round % 3 {
-            1 => db.storage().flush("Notes").unwrap(),
-            2 => db.storage().compact("Notes").unwrap(),
-            _ => {}
-        }
+        random_write_round(&db, "Notes", round, &mut next_id, &mut rng, note).await;
         let word = RARE[rng.random_range(0..RARE.len())];
         // Two of a word's grams survive one edit only in words of five letters or more.
         let fuzzy = if word.chars().count() >= 5 {

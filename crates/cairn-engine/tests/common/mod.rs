@@ -6,6 +6,8 @@
 
 use arrow::util::pretty::pretty_format_batches;
 use cairn_engine::Database;
+use rand::Rng;
+use rand::rngs::StdRng;
 
 pub async fn explain(db: &Database, query: &str) -> String {
     let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
@@ -44,4 +46,41 @@ pub async fn rows_with(db: &Database, method: &str, query: &str) -> Vec<String> 
     let answer = rows(db, query).await;
     db.sql("SET cairn.join_method = 'auto'").await.unwrap();
     answer
+}
+
+/// One round of 300 random writes to `dataset` (keyed by `id`): inserts of new ids from
+/// `next_id` on, upserts and deletes of any id so far, with records from `record`; then a
+/// flush after round 1, 4, 7, ... and a merge after round 2, 5, 8, ..., so later rounds find
+/// rows in memory, in fresh components and in merged ones.
+pub async fn random_write_round(
+    db: &Database,
+    dataset: &str,
+    round: usize,
+    next_id: &mut i64,
+    rng: &mut StdRng,
+    record: impl Fn(i64, &mut StdRng) -> String,
+) {
+    let mut statements = Vec::new();
+    for _ in 0..300 {
+        match rng.random_range(0..10) {
+            0..=4 => {
+                statements.push(format!("INSERT INTO {dataset} [{}]", record(*next_id, rng)));
+                *next_id += 1;
+            }
+            5..=7 => {
+                let id = rng.random_range(0..*next_id);
+                statements.push(format!("UPSERT INTO {dataset} [{}]", record(id, rng)));
+            }
+            _ => statements.push(format!(
+                "DELETE FROM {dataset} WHERE id = {}",
+                rng.random_range(0..*next_id)
+            )),
+        }
+    }
+    db.execute_script(&statements.join(";\n")).await.unwrap();
+    match round % 3 {
+        1 => db.storage().flush(dataset).unwrap(),
+        2 => db.storage().compact(dataset).unwrap(),
+        _ => {}
+    }
 }
