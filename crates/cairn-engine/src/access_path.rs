@@ -254,17 +254,12 @@ impl Access {
         }
     }
 
-    /// The index an index access reads.
+    /// The index a candidate of [`choose`] reads.
     fn index_name(&self) -> Option<&str> {
         match self {
             Access::Index(index) => Some(&index.index),
             Access::Spatial(spatial) => Some(&spatial.index),
             Access::Text(text) => Some(&text.index),
-            Access::Ordered { index, .. } => Some(index),
-            Access::Lookup(Lookup {
-                by: LookupBy::Index(index),
-                ..
-            }) => Some(index),
             _ => None,
         }
     }

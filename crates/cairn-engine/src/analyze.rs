@@ -68,6 +68,7 @@ impl Database {
         let record = &dataset.shape.dataset_type.record;
         let (mut names, mut distinct, mut nulls, mut minimums, mut maximums) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let planned = dataset.distinct_estimates();
         for field in &fields {
             let Some(index) = record.field_index(field) else {
                 continue;
@@ -76,7 +77,7 @@ impl Database {
             names.push(field.clone());
             // What the planner now uses: the components' sketches where they cover the data,
             // else this measurement.
-            distinct.push(dataset.distinct_estimate(field).unwrap_or(0));
+            distinct.push(planned.get(field).copied().unwrap_or(0));
             nulls.push(column.map_or(0, |c| c.null_count));
             let show = |v: Option<&cairn_model::Value>| v.map_or(String::new(), sql_literal);
             minimums.push(show(column.and_then(|c| c.min.as_ref())));

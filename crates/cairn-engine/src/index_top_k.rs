@@ -119,9 +119,8 @@ fn in_index_order(
         if !top_k_walks(scan.access(), field, dataset.live_rows(), fetch, forced) {
             return Ok(None);
         }
-        return Ok(scan
-            .ordered_by(&index.name, field, options.descending)?
-            .map(|ordered| Arc::new(ordered) as _));
+        let ordered = scan.ordered_by(&index.name, field, options.descending)?;
+        return Ok(Some(Arc::new(ordered) as _));
     }
     let children = plan.children();
     let [child] = children.as_slice() else {

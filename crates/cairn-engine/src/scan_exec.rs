@@ -33,6 +33,7 @@ use datafusion::physical_plan::{
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
 };
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -80,8 +81,11 @@ impl DatasetScanExec {
                     .map(|index| dataset.partition_summary(index))
                     .collect::<cairn_storage::Result<Vec<_>>>()
                     .map_err(storage_error)?;
+                let distinct = dataset.distinct_estimates();
                 let statistics = |summary: &PartitionSummary| {
-                    Arc::new(to_statistics(&dataset, summary).project(projection.as_ref()))
+                    Arc::new(
+                        to_statistics(&dataset, summary, &distinct).project(projection.as_ref()),
+                    )
                 };
                 // Merged here rather than by DataFusion, which would lose the bounds of a
                 // column wherever one partition holds only nulls or nothing at all.
@@ -185,16 +189,9 @@ impl DatasetScanExec {
         &self.access
     }
 
-    /// The same scan reading every row in the order of index `index` on `field`, unless it
-    /// reads by key or by a join's keys (whether walking pays is the caller's choice:
-    /// [`crate::access_path::top_k_walks`]).
-    pub fn ordered_by(&self, index: &str, field: &str, descending: bool) -> Result<Option<Self>> {
-        if matches!(
-            self.access,
-            Access::Key(_) | Access::Lookup(_) | Access::Ordered { .. }
-        ) {
-            return Ok(None);
-        }
+    /// The same scan reading every row in the order of index `index` on `field` (whether
+    /// walking pays is [`crate::access_path::top_k_walks`]'s choice).
+    pub fn ordered_by(&self, index: &str, field: &str, descending: bool) -> Result<Self> {
         DatasetScanExec::try_new(
             self.dataset.clone(),
             Access::Ordered {
@@ -205,7 +202,6 @@ impl DatasetScanExec {
             self.projection.clone(),
             None,
         )
-        .map(Some)
     }
 
     /// How this scan's dataset could be read by the keys of a join on `field` (a column of
@@ -447,7 +443,13 @@ pub(crate) fn projected_schema(
 
 /// A partition summary as DataFusion statistics over the full dataset schema. Columns without
 /// a summary (nested, spatial, the open-type `$extra` column) are unknown.
-pub(crate) fn to_statistics(dataset: &Dataset, summary: &PartitionSummary) -> Statistics {
+/// `distinct` holds the dataset's distinct estimates ([`Dataset::distinct_estimates`]),
+/// computed once by the caller for all partitions.
+pub(crate) fn to_statistics(
+    dataset: &Dataset,
+    summary: &PartitionSummary,
+    distinct: &HashMap<String, u64>,
+) -> Statistics {
     let schema = &dataset.shape.schema;
     let record = &dataset.shape.dataset_type.record;
     let mut statistics = Statistics::new_unknown(schema)
@@ -459,7 +461,7 @@ pub(crate) fn to_statistics(dataset: &Dataset, summary: &PartitionSummary) -> St
         if let Some(Some(column_summary)) = summary.columns.0.get(index) {
             *column = column_statistics(record, index, column_summary);
         }
-        if let Some(distinct) = dataset.distinct_estimate(field.name()) {
+        if let Some(&distinct) = distinct.get(field.name()) {
             // Measured over the whole dataset; a partition holds at most as many.
             let distinct = (distinct as usize).min(summary.live_rows as usize);
             column.distinct_count = Precision::Inexact(distinct);

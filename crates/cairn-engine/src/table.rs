@@ -248,7 +248,8 @@ impl TableProvider for DatasetTable {
     /// the bounds, and a concurrent write may change the figures before a scan runs.
     fn statistics(&self) -> Option<Statistics> {
         let summary = self.dataset.summary().ok()?;
-        Some(to_statistics(&self.dataset, &summary))
+        let distinct = self.dataset.distinct_estimates();
+        Some(to_statistics(&self.dataset, &summary, &distinct))
     }
 
     fn supports_filters_pushdown(

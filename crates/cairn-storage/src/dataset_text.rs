@@ -7,7 +7,7 @@
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::{IndexDefinition, value_at_path};
-use crate::text_index::{TermPlan, TextQuery, text_is_candidate};
+use crate::text_index::{TermPlan, text_is_candidate};
 use arrow::array::RecordBatch;
 use cairn_model::{Record, Value};
 
@@ -21,12 +21,6 @@ impl Dataset {
             }),
             None => Err(self.unknown_index(name)),
         }
-    }
-
-    /// The lookup text index `name` makes for `query`, or `None` when the index cannot narrow
-    /// that query (see [`TextQuery::plan`]).
-    pub fn text_plan(&self, name: &str, query: &TextQuery) -> Result<Option<TermPlan>> {
-        Ok(query.plan(self.text_definition(name)?.kind))
     }
 
     /// Whether a record's indexed text holds enough of the plan's terms.
@@ -47,7 +41,7 @@ impl Dataset {
     pub fn text_estimate(&self, name: &str, plan: &TermPlan) -> Result<u64> {
         let definition = self.text_definition(name)?;
         self.count_through_index(&|r| self.is_candidate(&definition, plan, r), &|disk| {
-            Ok(disk.text_index(&definition)?.candidates(plan).len())
+            Ok(disk.text_index(&definition)?.candidate_count(plan))
         })
     }
 

@@ -219,22 +219,47 @@ impl Dataset {
         *self.distinct_estimates.write() = estimates;
     }
 
-    /// The distinct-value estimate of a field: its disk components' sketches merged, while
-    /// they hold most rows and every one has a sketch of the field; else what the last
-    /// ANALYZE measured, if any. Never more than the live rows.
-    pub fn distinct_estimate(&self, field: &str) -> Option<u64> {
-        let estimate = self
-            .sketched_distinct(field)
-            .or_else(|| self.distinct_estimates.read().get(field).copied())?;
-        Some(estimate.min(self.live_rows()))
+    /// The distinct-value estimate of every summarized field, in one pass over the
+    /// components: its disk components' sketches merged, while they hold most rows and every
+    /// one has a sketch of the field; else what the last ANALYZE measured, if any. Never more
+    /// than the live rows. Planning a scan calls this once, not once per column and partition.
+    pub fn distinct_estimates(&self) -> std::collections::HashMap<String, u64> {
+        let merged = self.merged_sketches();
+        let analyzed = self.distinct_estimates.read();
+        let live_rows = self.live_rows();
+        self.shape
+            .dataset_type
+            .record
+            .fields
+            .iter()
+            .filter(|f| is_summarized(&f.data_type))
+            .filter_map(|f| {
+                let sketched = merged.as_ref().and_then(|m| m.get(&f.name));
+                let estimate = sketched
+                    .map(Sketch::estimate)
+                    .or_else(|| analyzed.get(&f.name).copied())?;
+                Some((f.name.clone(), estimate.min(live_rows)))
+            })
+            .collect()
     }
 
-    /// The merged sketches' estimate of `field`'s distinct values (see
-    /// [`Self::distinct_estimate`]); `None` without disk components, when a component has no
-    /// sketch of the field (written before sketches were), or when memory components hold
-    /// more rows than disk components, since their rows are not sketched.
+    /// The distinct-value estimate of one field (see [`Self::distinct_estimates`]).
+    pub fn distinct_estimate(&self, field: &str) -> Option<u64> {
+        self.distinct_estimates().remove(field)
+    }
+
+    /// The merged sketches' estimate of `field`'s distinct values, uncapped (see
+    /// [`Self::merged_sketches`]).
     pub fn sketched_distinct(&self, field: &str) -> Option<u64> {
-        let mut merged = Sketch::default();
+        self.merged_sketches()?.get(field).map(Sketch::estimate)
+    }
+
+    /// Every field's disk-component sketches merged, leaving out a field some component has
+    /// no sketch of (written before sketches were); `None` without disk components, or when
+    /// memory components hold more rows than disk components, since their rows are not
+    /// sketched.
+    fn merged_sketches(&self) -> Option<std::collections::HashMap<String, Sketch>> {
+        let mut merged: Option<std::collections::HashMap<String, Sketch>> = None;
         let (mut sketched_rows, mut memory_rows) = (0u64, 0u64);
         for partition in &self.partitions {
             let state = partition.state.read();
@@ -242,14 +267,26 @@ impl Dataset {
             for slot in &state.slots {
                 match &slot.component {
                     ComponentRef::Disk(disk) => {
-                        merged.merge(disk.sketches.0.get(field)?);
                         sketched_rows += disk.rows;
+                        let fields = &disk.sketches.0;
+                        match &mut merged {
+                            None => merged = Some(fields.clone().into_iter().collect()),
+                            Some(merged) => {
+                                merged.retain(|field, sketch| match fields.get(field) {
+                                    Some(theirs) => {
+                                        sketch.merge(theirs);
+                                        true
+                                    }
+                                    None => false,
+                                })
+                            }
+                        }
                     }
                     ComponentRef::Frozen(frozen) => memory_rows += frozen.rows.len() as u64,
                 }
             }
         }
-        (sketched_rows > 0 && memory_rows <= sketched_rows).then(|| merged.estimate())
+        merged.filter(|_| sketched_rows > 0 && memory_rows <= sketched_rows)
     }
 
     /// The summary of every partition, combined.

@@ -119,13 +119,6 @@ pub struct TermPlan {
     pub threshold: usize,
 }
 
-impl TermPlan {
-    /// Whether the candidates are exactly the matching rows, so no verification is needed.
-    pub fn exact(&self, kind: IndexKind) -> bool {
-        kind == IndexKind::Keyword
-    }
-}
-
 impl TextQuery {
     /// The lookup that finds every row matching the query in an index of `kind`, or `None`
     /// when that index cannot narrow the search (a similarity query on a keyword index, a
@@ -256,29 +249,34 @@ impl TextIndex {
         Ok(TextIndex { terms, postings })
     }
 
-    /// The number of distinct terms.
-    pub fn len(&self) -> usize {
-        self.terms.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.terms.is_empty()
-    }
-
     /// The rows holding `term`, if any does.
     fn rows_with(&self, term: &str) -> Option<&RoaringBitmap> {
         let at = self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok()?;
         Some(&self.postings[at])
     }
 
-    /// The rows holding at least `plan.threshold` of `plan.terms`.
-    pub fn candidates(&self, plan: &TermPlan) -> RoaringBitmap {
-        let lists: Vec<&RoaringBitmap> = plan
-            .terms
+    /// The posting lists of the plan's terms that this component holds.
+    fn lists(&self, plan: &TermPlan) -> Vec<&RoaringBitmap> {
+        plan.terms
             .iter()
             .filter_map(|term| self.rows_with(term))
-            .collect();
-        rows_in_at_least(&lists, plan.threshold)
+            .collect()
+    }
+
+    /// The rows holding at least `plan.threshold` of `plan.terms`.
+    pub fn candidates(&self, plan: &TermPlan) -> RoaringBitmap {
+        rows_in_at_least(&self.lists(plan), plan.threshold)
+    }
+
+    /// How many rows [`Self::candidates`] holds, without building them where one list or a
+    /// pair answers (a keyword's estimate at planning time).
+    pub fn candidate_count(&self, plan: &TermPlan) -> u64 {
+        let lists = self.lists(plan);
+        match lists.as_slice() {
+            [only] if plan.threshold == 1 => only.len(),
+            [a, b] if plan.threshold == 2 => a.intersection_len(b),
+            _ => rows_in_at_least(&lists, plan.threshold).len(),
+        }
     }
 
     /// The index as an Arrow IPC file: `term` and `rows` (serialized roaring bitmaps).
@@ -448,6 +446,7 @@ mod tests {
                         continue;
                     };
                     let candidates = index.candidates(&plan);
+                    assert_eq!(index.candidate_count(&plan), candidates.len());
                     for (row, text) in texts.iter().enumerate() {
                         let close = words(text).any(|w| strsim_levenshtein(w, query) <= distance);
                         if close {
@@ -510,6 +509,7 @@ mod tests {
         assert_eq!(read.postings, index.postings);
         let lumia = plan(IndexKind::Keyword, TextQuery::Word("LUMIA".into()));
         assert_eq!(read.candidates(&lumia).iter().collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(read.candidate_count(&lumia), 2);
         // Rows beyond the component are refused.
         let error = TextIndex::read(&dir.path().join("c1.t.idx"), 2).unwrap_err();
         assert!(error.to_string().contains("c1.t.idx"), "{error}");
