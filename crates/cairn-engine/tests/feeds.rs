@@ -150,6 +150,13 @@ async fn socket_feed_commits_acknowledges_and_counts() {
             .num_rows(),
         1
     );
+    // The last acknowledgement can reach the sender before the feed has closed its side of the
+    // connection: wait for that before reading the counters.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while show_feed(&db, "users_in").await["connections"] != 0 && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let row = show_feed(&db, "users_in").await;
     assert_eq!(row["state"], "running");
     assert_eq!(row["dataset"], "Users");
@@ -465,4 +472,34 @@ async fn bad_feed_statements_are_refused_by_name() {
     db.execute_script("DROP FEED f; DROP FEED IF EXISTS f;")
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg(target_os = "linux")]
+async fn feeds_run_on_threads_at_the_background_nice_value() {
+    use cairn_storage::thread_priority::{current_thread_nice, nice_of_threads_named};
+    // 14 is used by no other test, so feeds of tests running alongside are not counted.
+    let lowered = || {
+        nice_of_threads_named("cairn-feed")
+            .into_iter()
+            .filter(|&nice| nice == 14)
+            .count()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = StorageOptions {
+        background_nice: 14,
+        ..Default::default()
+    };
+    let db = open(dir.path(), options).await;
+    db.execute_script(SETUP).await.unwrap();
+    let queries_nice = current_thread_nice();
+    assert_eq!(lowered(), 0, "no feed has started yet");
+    let address = started_feed(&db, "low", "type = 'socket', port = 0, batch_size = 10").await;
+    let responses = send(address, (1..=100).map(user).collect()).await;
+    assert_eq!(responses.last().unwrap()["committed"], 100, "{responses:?}");
+    assert!(lowered() >= 1, "{:?}", nice_of_threads_named("cairn-feed"));
+    // The queries' own threads keep their priority.
+    assert_eq!(current_thread_nice(), queries_nice);
+    assert_eq!(scalar(&db, "SELECT count(*) FROM Users").await, 100);
+    db.sql("STOP FEED low").await.unwrap();
 }

@@ -46,6 +46,7 @@ pub mod spatial_index;
 pub mod statistics;
 pub mod storage;
 pub mod text_index;
+pub mod thread_priority;
 pub mod wal;
 pub mod wal_format;
 

@@ -70,6 +70,10 @@ pub struct StorageOptions {
     pub predicate_cache_bytes: usize,
     /// Run flushes and merges on background threads (off in some tests, to step them by hand).
     pub background_work: bool,
+    /// Nice value (0 to 19) of the threads doing background work: flushes, merges and feed
+    /// ingestion. Above 0 they yield the cores to queries when both want them; 0 runs them at
+    /// the process's own priority.
+    pub background_nice: i32,
 }
 
 impl Default for StorageOptions {
@@ -93,6 +97,7 @@ impl Default for StorageOptions {
             load_read_block_bytes: 64 << 20,
             predicate_cache_bytes: 16 << 20,
             background_work: true,
+            background_nice: 10,
         }
     }
 }

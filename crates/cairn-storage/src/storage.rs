@@ -114,6 +114,13 @@ impl Storage {
     /// partition's flushed LSN, and starts background work.
     pub fn open(dir: impl AsRef<Path>, options: StorageOptions) -> Result<Storage> {
         let dir = dir.as_ref().to_path_buf();
+        if !(0..=crate::thread_priority::NICE_MAX).contains(&options.background_nice) {
+            return Err(StorageError::InvalidInputFormat(format!(
+                "storage option background_nice is {}; expected 0 to {}",
+                options.background_nice,
+                crate::thread_priority::NICE_MAX
+            )));
+        }
         let datasets_dir = dir.join("datasets");
         std::fs::create_dir_all(&datasets_dir).map_err(|e| StorageError::io(&datasets_dir, e))?;
         let lock_path = dir.join("LOCK");
@@ -615,6 +622,7 @@ impl Inner {
 }
 
 fn background_loop(inner: &Inner, role: Role) {
+    crate::thread_priority::lower_current_thread(inner.options.background_nice);
     while !inner.shutdown.load(Ordering::Acquire) {
         let outcome = match role {
             Role::Flush => inner.flush_round(),

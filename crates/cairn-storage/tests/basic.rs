@@ -426,6 +426,47 @@ fn background_flush_and_merge_keep_component_count_bounded() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
+fn flushes_and_merges_run_at_the_background_nice_value() {
+    use cairn_storage::thread_priority::nice_of_threads_named;
+    // 13 is used by no other test, so threads of storages opened by tests running alongside
+    // cannot be counted here.
+    let dir = tempfile::tempdir().unwrap();
+    let options = cairn_storage::StorageOptions {
+        background_nice: 13,
+        ..Default::default()
+    };
+    let storage = cairn_storage::Storage::open(dir.path(), options).unwrap();
+    let lowered = |role: &str| {
+        nice_of_threads_named(role)
+            .into_iter()
+            .filter(|&nice| nice == 13)
+            .count()
+    };
+    // A background thread lowers itself as it starts: give it time to.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (lowered("cairn-flush") == 0 || lowered("cairn-merge") == 0)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!((lowered("cairn-flush"), lowered("cairn-merge")), (1, 1));
+    storage.close().unwrap();
+
+    let refused = cairn_storage::Storage::open(
+        dir.path(),
+        cairn_storage::StorageOptions {
+            background_nice: 20,
+            ..Default::default()
+        },
+    )
+    .err()
+    .expect("a nice value of 20 is out of range")
+    .to_string();
+    assert!(refused.contains("background_nice is 20"), "{refused}");
+}
+
+#[test]
 fn oversized_records_in_a_load_name_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let options = cairn_storage::StorageOptions {

@@ -42,7 +42,8 @@ impl FeedRuntime {
     pub fn fail(&self, reason: String) {
         tracing::warn!(feed = %self.name, "feed stops: {reason}");
         self.failure.lock().get_or_insert(reason);
-        let _ = self.stop.send(true);
+        // Even with no task subscribed yet (see Feeds::stop_running).
+        self.stop.send_replace(true);
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod definition;
 pub mod error_log;
+pub mod executor;
 pub mod http;
 pub mod ingest;
 pub mod metrics;

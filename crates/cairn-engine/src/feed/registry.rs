@@ -7,6 +7,7 @@ use crate::describe::{batch, text_column};
 use crate::error::{EngineError, Result};
 use crate::feed::definition::{FeedDefinition, load_definitions, save_definitions};
 use crate::feed::error_log::ErrorLog;
+use crate::feed::executor::FeedExecutor;
 use crate::feed::ingest::FeedRuntime;
 use crate::feed::metrics::FeedMetrics;
 use crate::feed::options::{FeedKind, FeedOptions};
@@ -17,7 +18,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 struct FeedEntry {
@@ -40,6 +40,8 @@ type Entries = Arc<Mutex<BTreeMap<String, FeedEntry>>>;
 pub struct Feeds {
     dir: PathBuf,
     entries: Entries,
+    /// Started with the first feed.
+    executor: Mutex<Option<Arc<FeedExecutor>>>,
 }
 
 impl Feeds {
@@ -61,7 +63,19 @@ impl Feeds {
         Ok(Feeds {
             dir: dir.to_path_buf(),
             entries: Arc::new(Mutex::new(entries)),
+            executor: Mutex::new(None),
         })
+    }
+
+    /// The runtime feeds run on, started at `nice` on first use.
+    fn executor(&self, nice: i32) -> Result<Arc<FeedExecutor>> {
+        let mut executor = self.executor.lock();
+        if let Some(executor) = executor.as_ref() {
+            return Ok(executor.clone());
+        }
+        let started = Arc::new(FeedExecutor::new(nice)?);
+        *executor = Some(started.clone());
+        Ok(started)
     }
 
     /// Applies `change` to the definitions and saves them; nothing changes if saving fails.
@@ -150,8 +164,8 @@ impl Feeds {
             .collect()
     }
 
-    /// `START FEED name`: binds its address and starts accepting records. Must run inside a
-    /// tokio runtime, which then runs the feed.
+    /// `START FEED name`: binds its address and starts accepting records on the feeds' own
+    /// runtime (see [`FeedExecutor`]).
     pub async fn start(&self, name: &str, storage: &Arc<Storage>) -> Result<SocketAddr> {
         let (options, dataset) = {
             let mut entries = self.entries.lock();
@@ -174,12 +188,16 @@ impl Feeds {
                 "feed {name} is connected to dataset {dataset}, which no longer exists"
             ))
         })?;
+        let executor = self.executor(storage.options().background_nice)?;
         let address = SocketAddr::new(options.host, options.port);
-        let listener = TcpListener::bind(address).await.map_err(|e| {
-            EngineError::Invalid(format!(
-                "START FEED {name}: cannot listen on {address}: {e}"
-            ))
-        })?;
+        // Bound here, but registered with the feeds' runtime by the task that serves it.
+        let listener = std::net::TcpListener::bind(address)
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            .map_err(|e| {
+                EngineError::Invalid(format!(
+                    "START FEED {name}: cannot listen on {address}: {e}"
+                ))
+            })?;
         let address = listener
             .local_addr()
             .map_err(|e| EngineError::Runtime(format!("START FEED {name}: {e}")))?;
@@ -202,7 +220,7 @@ impl Feeds {
                 stop: tokio::sync::watch::channel(false).0,
                 failure: Default::default(),
             });
-            let task = tokio::spawn(run_feed(
+            let task = executor.spawn(run_feed(
                 runtime.clone(),
                 listener,
                 self.dir.clone(),
@@ -238,7 +256,9 @@ impl Feeds {
             known(&mut entries, name)?.running.take()
         };
         if let Some(running) = running {
-            let _ = running.runtime.stop.send(true);
+            // send_replace, not send: the feed's task may not have subscribed yet, and send
+            // leaves the value unchanged when nobody is subscribed.
+            running.runtime.stop.send_replace(true);
             running.task.await.map_err(|e| {
                 EngineError::Runtime(format!("feed {name}'s task failed while stopping: {e}"))
             })?;
@@ -440,14 +460,17 @@ fn definitions(entries: &BTreeMap<String, FeedEntry>) -> BTreeMap<String, FeedDe
 /// marks it stopped (unless a newer run has begun meanwhile).
 async fn run_feed(
     runtime: Arc<FeedRuntime>,
-    listener: TcpListener,
+    listener: std::net::TcpListener,
     dir: PathBuf,
     entries: Entries,
     generation: u64,
 ) {
-    match runtime.options.kind {
-        FeedKind::Socket => crate::feed::socket::serve_socket(runtime.clone(), listener).await,
-        FeedKind::Http => crate::feed::http::serve_http(runtime.clone(), listener).await,
+    match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => match runtime.options.kind {
+            FeedKind::Socket => crate::feed::socket::serve_socket(runtime.clone(), listener).await,
+            FeedKind::Http => crate::feed::http::serve_http(runtime.clone(), listener).await,
+        },
+        Err(e) => runtime.fail(format!("cannot serve the feed's listener: {e}")),
     }
     let Some(reason) = runtime.failure.lock().clone() else {
         return;
