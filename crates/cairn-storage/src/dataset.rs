@@ -61,6 +61,11 @@ pub struct Dataset {
     next_component_id: AtomicU64,
     /// Serializes manifest replacement.
     manifest_lock: Mutex<()>,
+    /// Taken by a write batch that spans several partitions before it locks them, so at most
+    /// one such batch at a time holds or waits for partition locks. Partition locks are fair: a
+    /// reader queues behind every writer already waiting, and several batches that each hold
+    /// every partition for their whole apply made short queries wait for all of them in turn.
+    multi_partition_writes: Mutex<()>,
     pub(crate) caches: Arc<ReadCaches>,
     /// Secondary indexes, as in the manifest (plus one being created).
     pub(crate) indexes: RwLock<Vec<IndexDefinition>>,
@@ -158,6 +163,7 @@ impl Dataset {
             partitions,
             next_component_id: AtomicU64::new(manifest.next_component_id),
             manifest_lock: Mutex::new(()),
+            multi_partition_writes: Mutex::new(()),
             caches,
             indexes: RwLock::new(manifest.indexes.clone()),
             distinct_estimates: RwLock::new(
@@ -252,6 +258,7 @@ impl Dataset {
         let mut involved: Vec<usize> = prepared.iter().map(|(p, _, _)| *p as usize).collect();
         involved.sort_unstable();
         involved.dedup();
+        let spanning_turn = (involved.len() > 1).then(|| self.multi_partition_writes.lock());
         let mut guards: HashMap<usize, RwLockWriteGuard<'_, PartitionState>> = involved
             .iter()
             .map(|&p| (p, self.partitions[p].state.write()))
@@ -303,6 +310,8 @@ impl Dataset {
                 || (s.frozen_count() > 0 && s.memtable_bytes >= 2 * flush_bytes)
         });
         drop(guards);
+        // Released before waiting for the log, so that spanning batches still share fsyncs.
+        drop(spanning_turn);
         wal.commit(lsn)?;
         Ok(WriteReceipt {
             lsn,
