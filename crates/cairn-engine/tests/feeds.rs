@@ -153,7 +153,8 @@ async fn socket_feed_commits_acknowledges_and_counts() {
     // The last acknowledgement can reach the sender before the feed has closed its side of the
     // connection: wait for that before reading the counters.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while show_feed(&db, "users_in").await["connections"] != 0 && std::time::Instant::now() < deadline
+    while show_feed(&db, "users_in").await["connections"] != 0
+        && std::time::Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

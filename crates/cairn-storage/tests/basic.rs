@@ -453,16 +453,16 @@ fn flushes_and_merges_run_at_the_background_nice_value() {
     assert_eq!((lowered("cairn-flush"), lowered("cairn-merge")), (1, 1));
     storage.close().unwrap();
 
-    let refused = cairn_storage::Storage::open(
+    let Err(refused) = cairn_storage::Storage::open(
         dir.path(),
         cairn_storage::StorageOptions {
             background_nice: 20,
             ..Default::default()
         },
-    )
-    .err()
-    .expect("a nice value of 20 is out of range")
-    .to_string();
+    ) else {
+        panic!("a nice value of 20 is out of range");
+    };
+    let refused = refused.to_string();
     assert!(refused.contains("background_nice is 20"), "{refused}");
 }
 
