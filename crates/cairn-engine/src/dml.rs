@@ -7,7 +7,7 @@ use arrow::compute::cast;
 use arrow::datatypes::SchemaRef;
 use cairn_model::arrow_mapping::record_at;
 use cairn_model::{Key, Record};
-use cairn_storage::dataset::Dataset;
+use cairn_storage::dataset::{Dataset, WriteReceipt};
 use cairn_storage::{Storage, WriteOp};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::sink::DataSink;
@@ -101,12 +101,32 @@ pub fn batch_keys(dataset: &Dataset, batches: &[RecordBatch]) -> Result<Vec<Key>
 /// Applies `ops` to the dataset as one atomic batch, off the async runtime (it may fsync).
 pub async fn apply(storage: Arc<Storage>, dataset: &Dataset, ops: Vec<WriteOp>) -> Result<u64> {
     let count = ops.len() as u64;
+    write(storage, dataset, ops).await?;
+    Ok(count)
+}
+
+/// Deletes `keys` as one atomic batch; returns how many of them had a record to delete.
+pub async fn delete_keys(storage: Arc<Storage>, dataset: &Dataset, keys: Vec<Key>) -> Result<u64> {
+    let count = keys.len();
+    let receipt = write(
+        storage,
+        dataset,
+        keys.into_iter().map(WriteOp::Delete).collect(),
+    )
+    .await?;
+    Ok((count - receipt.deletes_missed) as u64)
+}
+
+async fn write(
+    storage: Arc<Storage>,
+    dataset: &Dataset,
+    ops: Vec<WriteOp>,
+) -> Result<WriteReceipt> {
     let name = dataset.name().to_string();
     tokio::task::spawn_blocking(move || storage.write(&name, ops))
         .await
         .map_err(|e| DataFusionError::External(Box::new(e)))?
-        .map_err(|e| DataFusionError::External(Box::new(e)))?;
-    Ok(count)
+        .map_err(|e| DataFusionError::External(Box::new(e)))
 }
 
 /// The sink of `INSERT INTO` (fails on an existing key) and `REPLACE INTO` (upsert).

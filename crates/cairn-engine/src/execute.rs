@@ -6,8 +6,9 @@ use crate::cairn_syntax::{CairnStatement, parse_cairn_statement};
 use crate::database::Database;
 use crate::ddl::{resolve_object, table_declaration};
 use crate::describe::{describe, show_datasets, show_types};
-use crate::dml::{apply, batch_keys, batch_records};
+use crate::dml::{apply, batch_keys, batch_records, delete_keys};
 use crate::error::{EngineError, Result};
+use crate::key_delete::literal_keys;
 use crate::script::{ScriptStatement, split_statements};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -601,6 +602,17 @@ impl Database {
             )));
         }
         let dataset = self.storage.dataset(&name)?;
+        if let Some(keys) = delete
+            .selection
+            .as_ref()
+            .and_then(|selection| literal_keys(&dataset, &table.relation, selection))
+        {
+            let count = delete_keys(self.storage.clone(), &dataset, keys).await?;
+            return Ok(Some(StatementOutcome::Changed {
+                verb: "deleted",
+                count,
+            }));
+        }
         let record = &dataset.shape.dataset_type.record;
         let keys: Vec<String> = dataset
             .shape

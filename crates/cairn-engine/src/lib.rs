@@ -41,6 +41,7 @@ pub mod index_join;
 pub mod index_top_k;
 pub mod json_file;
 pub mod json_rows;
+pub mod key_delete;
 pub mod memory_limit;
 pub mod prepared;
 pub mod scan_exec;
