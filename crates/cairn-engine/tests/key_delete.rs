@@ -40,7 +40,10 @@ async fn database(dir: &std::path::Path) -> Database {
 async fn deleted(db: &Database, sql: &str) -> u64 {
     let mut executed = db.execute_script(sql).await.unwrap();
     match executed.pop().unwrap().outcome {
-        StatementOutcome::Changed { verb: "deleted", count } => count,
+        StatementOutcome::Changed {
+            verb: "deleted",
+            count,
+        } => count,
         other => panic!("{sql}: {other:?}"),
     }
 }
@@ -62,7 +65,9 @@ async fn ids(db: &Database, dataset: &str, key: &str) -> Vec<String> {
 
 /// The keys the short path would take for `DELETE ...` on `dataset`.
 async fn short_path_keys(db: &Database, dataset: &str, sql: &str) -> Option<Vec<Key>> {
-    let statement = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+    let statement = Parser::parse_sql(&GenericDialect {}, sql)
+        .unwrap()
+        .remove(0);
     let Statement::Delete(delete) = statement else {
         panic!("{sql} is not a DELETE")
     };
@@ -78,10 +83,22 @@ async fn key_deletes_report_and_remove_what_existed() {
     assert_eq!(deleted(&db, "DELETE FROM Users WHERE id = 5").await, 1);
     assert_eq!(deleted(&db, "DELETE FROM Users WHERE id = 5").await, 0);
     // A repeated and a missing key count once and not at all.
-    assert_eq!(deleted(&db, "DELETE FROM Users WHERE id IN (1, 2, 2, 999)").await, 2);
-    assert_eq!(deleted(&db, "DELETE FROM Users u WHERE (u.id) = -3").await, 1);
-    assert_eq!(deleted(&db, "DELETE FROM Users WHERE 7 = Users.id").await, 1);
-    assert_eq!(deleted(&db, "DELETE FROM Tags WHERE code IN ('It''s', 'zz')").await, 1);
+    assert_eq!(
+        deleted(&db, "DELETE FROM Users WHERE id IN (1, 2, 2, 999)").await,
+        2
+    );
+    assert_eq!(
+        deleted(&db, "DELETE FROM Users u WHERE (u.id) = -3").await,
+        1
+    );
+    assert_eq!(
+        deleted(&db, "DELETE FROM Users WHERE 7 = Users.id").await,
+        1
+    );
+    assert_eq!(
+        deleted(&db, "DELETE FROM Tags WHERE code IN ('It''s', 'zz')").await,
+        1
+    );
     assert_eq!(ids(&db, "Tags", "code").await, vec!["a", "b"]);
     let left = ids(&db, "Users", "id").await;
     for gone in ["5", "1", "2", "-3", "7"] {
@@ -90,8 +107,14 @@ async fn key_deletes_report_and_remove_what_existed() {
     assert_eq!(left.len(), 24 - 5);
 
     // The general path agrees on shapes it alone takes.
-    assert_eq!(deleted(&db, "DELETE FROM Users WHERE id = 8 OR id = 9").await, 2);
-    assert_eq!(deleted(&db, "DELETE FROM Pairs WHERE a = 1 AND b = 2").await, 1);
+    assert_eq!(
+        deleted(&db, "DELETE FROM Users WHERE id = 8 OR id = 9").await,
+        2
+    );
+    assert_eq!(
+        deleted(&db, "DELETE FROM Pairs WHERE a = 1 AND b = 2").await,
+        1
+    );
     assert_eq!(ids(&db, "Users", "id").await.len(), 24 - 7);
 }
 
@@ -109,8 +132,14 @@ async fn only_literal_key_equalities_take_the_short_path() {
     };
     let short = |sql: &'static str| short_path_keys(&db, "Users", sql);
     assert_eq!(short("DELETE FROM Users WHERE id = 3").await, int(&[3]));
-    assert_eq!(short("DELETE FROM Users WHERE id IN (4, -5)").await, int(&[4, -5]));
-    assert_eq!(short("DELETE FROM Users AS x WHERE x.id = 6").await, int(&[6]));
+    assert_eq!(
+        short("DELETE FROM Users WHERE id IN (4, -5)").await,
+        int(&[4, -5])
+    );
+    assert_eq!(
+        short("DELETE FROM Users AS x WHERE x.id = 6").await,
+        int(&[6])
+    );
     assert_eq!(
         short_path_keys(&db, "Tags", "DELETE FROM Tags WHERE code = 'a'").await,
         Some(vec![Key(vec![KeyValue::Str("a".into())])])
