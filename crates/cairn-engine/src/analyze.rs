@@ -60,7 +60,7 @@ impl Database {
             estimates.insert(field.clone(), distinct);
         }
         self.storage
-            .set_distinct_estimates(dataset.name(), estimates.clone())?;
+            .set_distinct_estimates(dataset.name(), estimates)?;
         // Plans made before carry the old figures.
         self.catalog_changed();
 

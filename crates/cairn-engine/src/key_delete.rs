@@ -46,12 +46,11 @@ pub fn literal_keys(
             left,
             op: BinaryOperator::Eq,
             right,
-        } if names_key(unnest(left)) => vec![right.as_ref()],
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::Eq,
-            right,
-        } if names_key(unnest(right)) => vec![left.as_ref()],
+        } => match (names_key(unnest(left)), names_key(unnest(right))) {
+            (true, _) => vec![right.as_ref()],
+            (_, true) => vec![left.as_ref()],
+            _ => return None,
+        },
         Expr::InList {
             expr,
             list,

@@ -224,7 +224,29 @@ impl Dataset {
     /// one has a sketch of the field; else what the last ANALYZE measured, if any. Never more
     /// than the live rows. Planning a scan calls this once, not once per column and partition.
     pub fn distinct_estimates(&self) -> std::collections::HashMap<String, u64> {
-        let merged = self.merged_sketches();
+        self.estimates_of(|_| true)
+    }
+
+    /// The distinct-value estimate of one field (see [`Self::distinct_estimates`]), merging
+    /// only that field's sketches.
+    pub fn distinct_estimate(&self, field: &str) -> Option<u64> {
+        self.estimates_of(|name| name == field).remove(field)
+    }
+
+    /// The merged sketches' estimate of `field`'s distinct values, uncapped (see
+    /// [`Self::merged_sketches`]).
+    pub fn sketched_distinct(&self, field: &str) -> Option<u64> {
+        self.merged_sketches(|name| name == field)?
+            .get(field)
+            .map(Sketch::estimate)
+    }
+
+    /// [`Self::distinct_estimates`] of the summarized fields `wanted` accepts.
+    fn estimates_of(
+        &self,
+        wanted: impl Fn(&str) -> bool,
+    ) -> std::collections::HashMap<String, u64> {
+        let merged = self.merged_sketches(&wanted);
         let analyzed = self.distinct_estimates.read();
         let live_rows = self.live_rows();
         self.shape
@@ -232,7 +254,7 @@ impl Dataset {
             .record
             .fields
             .iter()
-            .filter(|f| is_summarized(&f.data_type))
+            .filter(|f| is_summarized(&f.data_type) && wanted(&f.name))
             .filter_map(|f| {
                 let sketched = merged.as_ref().and_then(|m| m.get(&f.name));
                 let estimate = sketched
@@ -243,22 +265,14 @@ impl Dataset {
             .collect()
     }
 
-    /// The distinct-value estimate of one field (see [`Self::distinct_estimates`]).
-    pub fn distinct_estimate(&self, field: &str) -> Option<u64> {
-        self.distinct_estimates().remove(field)
-    }
-
-    /// The merged sketches' estimate of `field`'s distinct values, uncapped (see
-    /// [`Self::merged_sketches`]).
-    pub fn sketched_distinct(&self, field: &str) -> Option<u64> {
-        self.merged_sketches()?.get(field).map(Sketch::estimate)
-    }
-
-    /// Every field's disk-component sketches merged, leaving out a field some component has
-    /// no sketch of (written before sketches were); `None` without disk components, or when
-    /// memory components hold more rows than disk components, since their rows are not
-    /// sketched.
-    fn merged_sketches(&self) -> Option<std::collections::HashMap<String, Sketch>> {
+    /// The disk-component sketches of the fields `wanted` accepts, merged, leaving out a field
+    /// some component has no sketch of (written before sketches were); `None` without disk
+    /// components, or when memory components hold more rows than disk components, since their
+    /// rows are not sketched.
+    fn merged_sketches(
+        &self,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Option<std::collections::HashMap<String, Sketch>> {
         let mut merged: Option<std::collections::HashMap<String, Sketch>> = None;
         let (mut sketched_rows, mut memory_rows) = (0u64, 0u64);
         for partition in &self.partitions {
@@ -270,7 +284,15 @@ impl Dataset {
                         sketched_rows += disk.rows;
                         let fields = &disk.sketches.0;
                         match &mut merged {
-                            None => merged = Some(fields.clone().into_iter().collect()),
+                            None => {
+                                merged = Some(
+                                    fields
+                                        .iter()
+                                        .filter(|(field, _)| wanted(field))
+                                        .map(|(field, sketch)| (field.clone(), sketch.clone()))
+                                        .collect(),
+                                )
+                            }
                             Some(merged) => {
                                 merged.retain(|field, sketch| match fields.get(field) {
                                     Some(theirs) => {

@@ -38,11 +38,17 @@ pub fn lower_current_thread(nice: i32) {
 pub fn current_thread_nice() -> i32 {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: as above. getpriority may return -1 legitimately, so errno is cleared first.
+        // SAFETY: as above. getpriority may return -1 legitimately, so errno is cleared first
+        // and tells a failure (then read as 0) from a nice value of -1.
         unsafe {
             *libc::__errno_location() = 0;
             let thread_id = libc::gettid();
-            libc::getpriority(libc::PRIO_PROCESS, thread_id as libc::id_t)
+            let nice = libc::getpriority(libc::PRIO_PROCESS, thread_id as libc::id_t);
+            if nice == -1 && *libc::__errno_location() != 0 {
+                0
+            } else {
+                nice
+            }
         }
     }
     #[cfg(not(target_os = "linux"))]

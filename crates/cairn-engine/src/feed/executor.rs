@@ -4,12 +4,13 @@
 
 use crate::error::{EngineError, Result};
 use std::future::Future;
-use tokio::runtime::{Builder, Runtime};
+use tokio::runtime::{Builder, Handle, Runtime};
 use tokio::task::JoinHandle;
 
 pub struct FeedExecutor {
-    /// Always `Some` until dropped; taken out so that it can be shut down without blocking.
+    /// Taken out when dropped, so that it can be shut down without blocking.
     runtime: Option<Runtime>,
+    handle: Handle,
 }
 
 impl FeedExecutor {
@@ -22,6 +23,7 @@ impl FeedExecutor {
             .build()
             .map_err(|e| EngineError::Runtime(format!("cannot start the feeds' threads: {e}")))?;
         Ok(FeedExecutor {
+            handle: runtime.handle().clone(),
             runtime: Some(runtime),
         })
     }
@@ -31,10 +33,7 @@ impl FeedExecutor {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.runtime
-            .as_ref()
-            .expect("the feed runtime lives until the executor is dropped")
-            .spawn(task)
+        self.handle.spawn(task)
     }
 }
 
