@@ -98,10 +98,12 @@ pub enum CairnStatement {
         if_not_exists: bool,
         options: Vec<(String, String)>,
     },
-    /// `CONNECT FEED f TO DATASET d`.
+    /// `CONNECT FEED f TO DATASET d [APPLY FUNCTION query]`.
     ConnectFeed {
         name: String,
         dataset: String,
+        /// The query each batch runs through, reading it as the table `input`.
+        function: Option<String>,
     },
     /// `DISCONNECT FEED f FROM DATASET d`.
     DisconnectFeed {
@@ -328,6 +330,17 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// The rest of the statement as written, for a clause in another language (a query).
+    fn rest(&mut self, what: &str) -> Result<String> {
+        self.skip_blanks();
+        let rest = self.text[self.offset..].trim_end();
+        if rest.is_empty() {
+            return Err(self.error_at(self.offset, format!("expected {what}")));
+        }
+        self.offset = self.text.len();
+        Ok(rest.to_string())
+    }
+
     fn expect_end(&mut self) -> Result<()> {
         let token = self.next()?;
         match token {
@@ -451,19 +464,21 @@ pub fn parse_cairn_statement(statement: &ScriptStatement<'_>) -> Result<Option<C
                 lexer.eat_keyword("TABLE")?;
             }
             let dataset = lexer.identifier("a dataset name")?;
-            if let Some((Token::Word(w), offset)) = lexer.peek()?
-                && w.eq_ignore_ascii_case("APPLY")
-            {
-                return Err(lexer.error_at(
-                    offset,
-                    "APPLY FUNCTION is not supported: a feed upserts records as they arrive; \
-                     transform them with an UPDATE or INSERT ... SELECT afterwards",
-                ));
-            }
-            lexer.expect_end()?;
             if first == "CONNECT" {
-                CairnStatement::ConnectFeed { name, dataset }
+                let function = if lexer.eat_keyword("APPLY")? {
+                    lexer.expect_keyword("FUNCTION")?;
+                    Some(lexer.rest("a query over `input` (SELECT ... FROM input)")?)
+                } else {
+                    lexer.expect_end()?;
+                    None
+                };
+                CairnStatement::ConnectFeed {
+                    name,
+                    dataset,
+                    function,
+                }
             } else {
+                lexer.expect_end()?;
                 CairnStatement::DisconnectFeed { name, dataset }
             }
         }

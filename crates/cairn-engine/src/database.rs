@@ -4,6 +4,7 @@
 use crate::catalog::Catalog;
 use crate::error::{EngineError, Result};
 use crate::feed::Feeds;
+use crate::feed::function::FunctionEnvironment;
 use crate::prepared::PlanCache;
 use crate::table::DatasetTable;
 use cairn_model::DatasetType;
@@ -101,7 +102,18 @@ impl Database {
     /// Starts the feeds that were running when the database was last closed (a server calls
     /// this once it is up); returns their names.
     pub async fn resume_feeds(&self) -> Vec<String> {
-        self.feeds.resume(&self.storage).await
+        self.feeds
+            .resume(&self.storage, &self.function_environment())
+            .await
+    }
+
+    /// What a feed's `APPLY FUNCTION` is planned with: this session's datasets and functions,
+    /// and the named types.
+    pub(crate) fn function_environment(&self) -> FunctionEnvironment {
+        FunctionEnvironment {
+            state: self.context.state(),
+            types: self.catalog.types(),
+        }
     }
 
     /// Creates a dataset and makes it queryable. Returns false when it exists and

@@ -325,19 +325,48 @@ impl Database {
                 let created = self.feeds.create(&name, options, if_not_exists)?;
                 done(created, format!("created feed {name}"), &name)
             }
-            CairnStatement::ConnectFeed { name, dataset } => {
-                self.storage
+            CairnStatement::ConnectFeed {
+                name,
+                dataset,
+                function,
+            } => {
+                let target = self
+                    .storage
                     .dataset(&dataset)
                     .map_err(|_| EngineError::UnknownDataset(dataset.clone()))?;
-                self.feeds.connect(&name, &dataset)?;
-                StatementOutcome::Done(format!("connected feed {name} to dataset {dataset}"))
+                let options = self.feeds.options(&name)?;
+                match &function {
+                    Some(query) => {
+                        crate::feed::function::FeedFunction::new(
+                            &name,
+                            query,
+                            options.input_type.as_deref(),
+                            &self.function_environment(),
+                            target,
+                        )
+                        .await?;
+                    }
+                    None => crate::feed::registry::check_input_type_has_function(&name, &options)?,
+                }
+                let applying = if function.is_some() {
+                    " through its function"
+                } else {
+                    ""
+                };
+                self.feeds.connect(&name, &dataset, function)?;
+                StatementOutcome::Done(format!(
+                    "connected feed {name} to dataset {dataset}{applying}"
+                ))
             }
             CairnStatement::DisconnectFeed { name, dataset } => {
                 self.feeds.disconnect(&name, &dataset)?;
                 StatementOutcome::Done(format!("disconnected feed {name} from dataset {dataset}"))
             }
             CairnStatement::StartFeed { name } => {
-                let address = self.feeds.start(&name, &self.storage).await?;
+                let address = self
+                    .feeds
+                    .start(&name, &self.storage, &self.function_environment())
+                    .await?;
                 StatementOutcome::Done(format!("started feed {name} on {address}"))
             }
             CairnStatement::StopFeed { name } => {

@@ -461,6 +461,11 @@ async fn bad_feed_statements_are_refused_by_name() {
             .await
             .contains("APPLY FUNCTION")
     );
+    assert!(
+        error("CONNECT FEED f TO DATASET Users APPLY")
+            .await
+            .contains("FUNCTION")
+    );
     assert!(error("STOP FEED nope").await.contains("nope"));
     db.sql("CONNECT FEED f TO DATASET Users").await.unwrap();
     db.sql("START FEED f").await.unwrap();

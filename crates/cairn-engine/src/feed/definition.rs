@@ -18,6 +18,9 @@ pub struct FeedDefinition {
     pub options: FeedOptions,
     /// The dataset records are upserted into (`CONNECT FEED f TO DATASET d`).
     pub dataset: Option<String>,
+    /// The query of `APPLY FUNCTION`, run over each batch before it is upserted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
     /// Started and not stopped since: a restart starts it again.
     pub running: bool,
     /// Why the feed stopped by itself (a bad record under `on_error = 'stop'`, a failed

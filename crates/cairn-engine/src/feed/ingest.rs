@@ -6,12 +6,15 @@
 //! the reader stops reading and TCP flow control slows the sender: memory stays bounded.
 
 use crate::feed::error_log::{ErrorLog, Rejection};
+use crate::feed::function::{FeedFunction, rejection_reason};
 use crate::feed::metrics::FeedMetrics;
 use crate::feed::options::{ErrorPolicy, FeedOptions};
 use cairn_model::Record;
+use cairn_model::json::record_to_json;
 use cairn_model::json_stream::record_from_json_line;
+use cairn_model::validate::canonicalize_record;
 use cairn_storage::dataset::Dataset;
-use cairn_storage::{Storage, StorageError, WriteOp};
+use cairn_storage::{Storage, WriteOp};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -29,6 +32,8 @@ pub struct FeedRuntime {
     pub options: FeedOptions,
     pub storage: Arc<Storage>,
     pub dataset: Arc<Dataset>,
+    /// `APPLY FUNCTION`: lines are parsed as its input type and each batch runs through it.
+    pub function: Option<FeedFunction>,
     pub metrics: Arc<FeedMetrics>,
     pub error_log: Arc<ErrorLog>,
     /// Set to true to stop the feed: readers stop reading, committers finish what they hold.
@@ -130,7 +135,7 @@ pub async fn run_connection<R: AsyncRead + Unpin>(
 ) -> ConnectionEnd {
     let (chunks, received) = mpsc::channel(CHUNKS_IN_FLIGHT);
     let reading = read_lines(feed, peer, input, chunks);
-    let committing = commit_batches(feed, received, acknowledge);
+    let committing = commit_batches(feed, peer, received, acknowledge);
     let (read_error, mut end) = tokio::join!(reading, committing);
     if end.error.is_none() {
         end.error = read_error.map(ConnectionError::Failed);
@@ -297,19 +302,19 @@ impl LineParser<'_> {
 
     fn parse(&self, text: &[u8]) -> Result<Record, String> {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 text: {e}"))?;
+        if let Some(function) = &self.feed.function {
+            // The function's result is checked against the dataset when the batch runs.
+            let input_type = function.input_type();
+            let mut record = record_from_json_line(input_type, text).map_err(|e| e.to_string())?;
+            canonicalize_record(input_type, &mut record, "").map_err(|e| e.to_string())?;
+            return Ok(record);
+        }
         let dataset = &self.feed.dataset;
         let mut record = record_from_json_line(&dataset.shape.dataset_type.record, text)
             .map_err(|e| e.to_string())?;
         dataset
             .check_record(&mut record, 0, self.feed.storage.options(), &mut Vec::new())
-            .map_err(|e| match e {
-                // The batch position means nothing to a feed's sender; the line number is logged.
-                StorageError::InvalidRecord { source, .. } => source.to_string(),
-                StorageError::LimitExceeded { actual, limit, .. } => format!(
-                    "the record is {actual} bytes encoded, over the limit of {limit} bytes (record_max_bytes)"
-                ),
-                other => other.to_string(),
-            })?;
+            .map_err(rejection_reason)?;
         Ok(record)
     }
 }
@@ -328,11 +333,12 @@ struct Batch {
 /// connection ended.
 async fn commit_batches(
     feed: &FeedRuntime,
+    peer: &str,
     chunks: mpsc::Receiver<Chunk>,
     acknowledge: &mut impl AckSink,
 ) -> ConnectionEnd {
     let mut ack = Ack::default();
-    let error = match gather_and_commit(feed, chunks, acknowledge, &mut ack).await {
+    let error = match gather_and_commit(feed, peer, chunks, acknowledge, &mut ack).await {
         Ok(None) => None,
         Ok(Some(bad_record)) => {
             feed.fail(format!(
@@ -349,6 +355,7 @@ async fn commit_batches(
 /// `on_error = 'stop'`, if one did, or why a commit failed.
 async fn gather_and_commit(
     feed: &FeedRuntime,
+    peer: &str,
     mut chunks: mpsc::Receiver<Chunk>,
     acknowledge: &mut impl AckSink,
     ack: &mut Ack,
@@ -363,7 +370,11 @@ async fn gather_and_commit(
                 match tokio::time::timeout_at((oldest + latency).into(), chunks.recv()).await {
                     Ok(next) => next,
                     Err(_elapsed) => {
-                        commit(feed, &mut batch, ack, acknowledge).await?;
+                        if let Some(bad_record) =
+                            commit(feed, peer, &mut batch, ack, acknowledge).await?
+                        {
+                            return Ok(Some(bad_record));
+                        }
                         continue;
                     }
                 }
@@ -374,7 +385,9 @@ async fn gather_and_commit(
         let mut rejected = chunk.rejected.into_iter().peekable();
         for (line, record) in chunk.records {
             if batch.records.len() == batch_size {
-                commit(feed, &mut batch, ack, acknowledge).await?;
+                if let Some(bad_record) = commit(feed, peer, &mut batch, ack, acknowledge).await? {
+                    return Ok(Some(bad_record));
+                }
                 batch.oldest = Some(chunk.received_at);
             }
             while rejected.next_if(|&r| r < line).is_some() {
@@ -385,53 +398,156 @@ async fn gather_and_commit(
         }
         batch.rejected += rejected.count() as u64;
         batch.through_line = chunk.through_line;
-        if batch.records.len() == batch_size || chunk.stop_reason.is_some() {
-            commit(feed, &mut batch, ack, acknowledge).await?;
+        if (batch.records.len() == batch_size || chunk.stop_reason.is_some())
+            && let Some(bad_record) = commit(feed, peer, &mut batch, ack, acknowledge).await?
+        {
+            return Ok(Some(bad_record));
         }
         if chunk.stop_reason.is_some() {
             return Ok(chunk.stop_reason);
         }
     }
-    if batch.oldest.is_some() {
-        commit(feed, &mut batch, ack, acknowledge).await?;
+    if batch.oldest.is_some()
+        && let Some(bad_record) = commit(feed, peer, &mut batch, ack, acknowledge).await?
+    {
+        return Ok(Some(bad_record));
     }
     Ok(None)
 }
 
-/// Upserts the batch's records as one storage batch (durable per the durability setting
-/// when it returns), then acknowledges its lines. A failed commit fails the feed: its lines
-/// stay unacknowledged, for the sender to send again.
+/// Runs the batch through the feed's function, if it has one, then upserts the records as
+/// one storage batch (durable per the durability setting when it returns) and acknowledges its
+/// lines. Returns the bad record that stops the feed under `on_error = 'stop'` (nothing of the
+/// batch is then committed). A failed commit fails the feed: its lines stay unacknowledged,
+/// for the sender to send again.
 async fn commit(
     feed: &FeedRuntime,
+    peer: &str,
     batch: &mut Batch,
     ack: &mut Ack,
     acknowledge: &mut impl AckSink,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let taken = std::mem::take(batch);
-    let count = taken.records.len() as u64;
+    let parsed = taken.records.len() as u64;
+    let first_line = ack.acked + 1;
+    let mut rejected = taken.rejected;
+    let mut records = taken.records;
+    if let Some(function) = &feed.function
+        && !records.is_empty()
+    {
+        let (kept, refused) = apply_function(
+            feed,
+            function,
+            peer,
+            records,
+            first_line,
+            taken.through_line,
+        )
+        .await;
+        records = kept;
+        rejected += refused.count;
+        if let (ErrorPolicy::Stop, Some(first)) = (feed.options.on_error, refused.first) {
+            feed.metrics.unbuffered(parsed);
+            return Ok(Some(first));
+        }
+    }
+    let count = records.len() as u64;
     if count > 0 {
-        let ops: Vec<WriteOp> = taken.records.into_iter().map(WriteOp::Upsert).collect();
+        let ops: Vec<WriteOp> = records.into_iter().map(WriteOp::Upsert).collect();
         let storage = feed.storage.clone();
         let dataset = feed.dataset.name().to_string();
         let written = tokio::task::spawn_blocking(move || storage.write(&dataset, ops)).await;
-        feed.metrics.unbuffered(count);
         let failure = match written {
             Ok(Ok(_receipt)) => None,
             Ok(Err(e)) => Some(format!("commit into {} failed: {e}", feed.dataset.name())),
             Err(e) => Some(format!("commit task failed: {e}")),
         };
         if let Some(reason) = failure {
+            feed.metrics.unbuffered(parsed);
             feed.fail(reason.clone());
             return Err(reason);
         }
         let lag = taken.oldest.map(|t| t.elapsed()).unwrap_or_default();
         feed.metrics.committed(count, lag);
     }
+    feed.metrics.unbuffered(parsed);
     ack.acked = taken.through_line;
     ack.committed += count;
-    ack.rejected += taken.rejected;
+    ack.rejected += rejected;
     acknowledge
         .acknowledge(*ack)
         .await
-        .map_err(|e| format!("cannot acknowledge: {e}"))
+        .map_err(|e| format!("cannot acknowledge: {e}"))?;
+    Ok(None)
+}
+
+/// Records a function refused, as counted by [`apply_function`].
+struct Refused {
+    count: u64,
+    /// The first refusal, described for the sender.
+    first: Option<String>,
+}
+
+/// Runs `records` (lines `first_line..=last_line`) through `function`: returns the records to
+/// upsert, having logged every result row that is not a valid record of the dataset. When the
+/// query cannot run over the batch at all, every record of the batch is refused.
+async fn apply_function(
+    feed: &FeedRuntime,
+    function: &FeedFunction,
+    peer: &str,
+    records: Vec<Record>,
+    first_line: u64,
+    last_line: u64,
+) -> (Vec<Record>, Refused) {
+    let lines = format!("lines {first_line} to {last_line} from {peer}");
+    let (kept, refusals): (Vec<Record>, Vec<(String, String)>) =
+        match function.apply(&records, feed.storage.options()).await {
+            Ok(output) => (
+                output.records,
+                output
+                    .rejected
+                    .into_iter()
+                    .map(|row| {
+                        (
+                            format!("APPLY FUNCTION result row: {}", row.reason),
+                            row.text,
+                        )
+                    })
+                    .collect(),
+            ),
+            Err(reason) => {
+                let input_type = function.input_type();
+                let refusals = records
+                    .iter()
+                    .map(|record| {
+                        (
+                            reason.clone(),
+                            record_to_json(input_type, record).to_string(),
+                        )
+                    })
+                    .collect();
+                (Vec::new(), refusals)
+            }
+        };
+    for (reason, text) in &refusals {
+        let logged = feed.error_log.record(&Rejection {
+            peer,
+            line: first_line,
+            reason: &format!("{reason} (batch of {lines})"),
+            raw: text.as_bytes(),
+        });
+        if let Err(e) = logged {
+            tracing::warn!(feed = %feed.name, "cannot write the error log: {e}");
+        }
+    }
+    feed.metrics
+        .records_rejected
+        .fetch_add(refusals.len() as u64, Ordering::Relaxed);
+    let refused = Refused {
+        count: refusals.len() as u64,
+        first: refusals
+            .first()
+            .map(|(reason, _)| format!("{lines}: {reason}")),
+    };
+    (kept, refused)
 }

@@ -59,6 +59,10 @@ pub struct FeedOptions {
     pub max_connections: usize,
     /// Secret a client must present (socket: as its first line; HTTP: as a bearer token).
     pub token: Option<String>,
+    /// The named type lines are parsed as when the feed applies a function (`APPLY
+    /// FUNCTION`); without one they are parsed as the dataset's type.
+    #[serde(default)]
+    pub input_type: Option<String>,
 }
 
 impl Default for FeedOptions {
@@ -72,12 +76,13 @@ impl Default for FeedOptions {
             on_error: ErrorPolicy::Continue,
             max_connections: 16,
             token: None,
+            input_type: None,
         }
     }
 }
 
-const KNOWN: &str =
-    "type, format, host, port, batch_size, max_latency_ms, on_error, max_connections, token";
+const KNOWN: &str = "type, format, host, port, batch_size, max_latency_ms, on_error, \
+     max_connections, token, input_type";
 
 impl FeedOptions {
     /// Checks the `name = value` pairs of `CREATE FEED feed WITH (...)`; `type` is required.
@@ -151,6 +156,12 @@ impl FeedOptions {
                         ));
                     }
                     options.token = Some(value.clone());
+                }
+                "input_type" => {
+                    if value.is_empty() {
+                        return Err(invalid("input_type must name a type".to_string()));
+                    }
+                    options.input_type = Some(value.clone());
                 }
                 _ => return Err(invalid(format!("unknown option {name} (known: {KNOWN})"))),
             }

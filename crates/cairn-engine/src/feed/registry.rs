@@ -8,6 +8,7 @@ use crate::error::{EngineError, Result};
 use crate::feed::definition::{FeedDefinition, load_definitions, save_definitions};
 use crate::feed::error_log::ErrorLog;
 use crate::feed::executor::FeedExecutor;
+use crate::feed::function::{FeedFunction, FunctionEnvironment};
 use crate::feed::ingest::FeedRuntime;
 use crate::feed::metrics::FeedMetrics;
 use crate::feed::options::{FeedKind, FeedOptions};
@@ -98,6 +99,7 @@ impl Feeds {
             let definition = FeedDefinition {
                 options,
                 dataset: None,
+                function: None,
                 running: false,
                 last_error: None,
             };
@@ -114,8 +116,10 @@ impl Feeds {
         })
     }
 
-    /// `CONNECT FEED name TO DATASET dataset`: records will be upserted into `dataset`.
-    pub fn connect(&self, name: &str, dataset: &str) -> Result<()> {
+    /// `CONNECT FEED name TO DATASET dataset [APPLY FUNCTION query]`: records will be upserted
+    /// into `dataset`, through `function` if given (checked by the caller, see
+    /// [`FeedFunction::new`]). Connecting again to the same dataset replaces the function.
+    pub fn connect(&self, name: &str, dataset: &str, function: Option<String>) -> Result<()> {
         self.update(|entries| {
             let entry = known(entries, name)?;
             if entry.running.is_some() {
@@ -131,6 +135,7 @@ impl Feeds {
                 )));
             }
             entry.definition.dataset = Some(dataset.to_string());
+            entry.definition.function = function;
             Ok(())
         })
     }
@@ -150,8 +155,15 @@ impl Feeds {
                 )));
             }
             entry.definition.dataset = None;
+            entry.definition.function = None;
             Ok(())
         })
+    }
+
+    /// The options `CREATE FEED name` declared.
+    pub fn options(&self, name: &str) -> Result<FeedOptions> {
+        let mut entries = self.entries.lock();
+        Ok(known(&mut entries, name)?.definition.options.clone())
     }
 
     /// The feeds connected to `dataset`.
@@ -166,8 +178,13 @@ impl Feeds {
 
     /// `START FEED name`: binds its address and starts accepting records on the feeds' own
     /// runtime (see [`FeedExecutor`]).
-    pub async fn start(&self, name: &str, storage: &Arc<Storage>) -> Result<SocketAddr> {
-        let (options, dataset) = {
+    pub async fn start(
+        &self,
+        name: &str,
+        storage: &Arc<Storage>,
+        environment: &FunctionEnvironment,
+    ) -> Result<SocketAddr> {
+        let (options, dataset, function) = {
             let mut entries = self.entries.lock();
             let entry = known(&mut entries, name)?;
             if let Some(running) = &entry.running {
@@ -181,13 +198,34 @@ impl Feeds {
                     "feed {name} is not connected to a dataset; CONNECT FEED {name} TO DATASET d first"
                 ))
             })?;
-            (entry.definition.options.clone(), dataset)
+            (
+                entry.definition.options.clone(),
+                dataset,
+                entry.definition.function.clone(),
+            )
         };
         let dataset = storage.dataset(&dataset).map_err(|_| {
             EngineError::Invalid(format!(
                 "feed {name} is connected to dataset {dataset}, which no longer exists"
             ))
         })?;
+        // Checked again: the dataset, its type or the input type may have changed since.
+        let function = match function {
+            Some(query) => Some(
+                FeedFunction::new(
+                    name,
+                    &query,
+                    options.input_type.as_deref(),
+                    environment,
+                    dataset.clone(),
+                )
+                .await?,
+            ),
+            None => {
+                check_input_type_has_function(name, &options)?;
+                None
+            }
+        };
         let executor = self.executor(storage.options().background_nice)?;
         let address = SocketAddr::new(options.host, options.port);
         // Bound here, but registered with the feeds' runtime by the task that serves it.
@@ -215,6 +253,7 @@ impl Feeds {
                 options: options.clone(),
                 storage: storage.clone(),
                 dataset,
+                function,
                 metrics: entry.metrics.clone(),
                 error_log,
                 stop: tokio::sync::watch::channel(false).0,
@@ -285,7 +324,11 @@ impl Feeds {
     /// Starts every feed that was running when the database was last closed; a feed that
     /// cannot start (its port taken, its dataset dropped) is left stopped with the reason in
     /// `SHOW FEEDS`. Returns the names of the feeds started.
-    pub async fn resume(&self, storage: &Arc<Storage>) -> Vec<String> {
+    pub async fn resume(
+        &self,
+        storage: &Arc<Storage>,
+        environment: &FunctionEnvironment,
+    ) -> Vec<String> {
         let wanted: Vec<String> = self
             .entries
             .lock()
@@ -295,7 +338,7 @@ impl Feeds {
             .collect();
         let mut started = Vec::new();
         for name in wanted {
-            match self.start(&name, storage).await {
+            match self.start(&name, storage, environment).await {
                 Ok(_) => started.push(name),
                 Err(e) => {
                     tracing::warn!(feed = %name, "cannot restart feed: {e}");
@@ -342,7 +385,7 @@ impl Feeds {
     /// `SHOW FEEDS`: one row per feed with its definition, state and counters.
     pub fn show(&self, data_dir: &Path) -> Result<RecordBatch> {
         let entries = self.entries.lock();
-        let mut text: [Vec<String>; 7] = Default::default();
+        let mut text: [Vec<String>; 8] = Default::default();
         let mut counts: [Vec<u64>; 8] = Default::default();
         let mut lags: [Vec<f64>; 2] = Default::default();
         for (name, entry) in entries.iter() {
@@ -363,6 +406,7 @@ impl Feeds {
                 options.kind.name().to_string(),
                 address,
                 definition.dataset.clone().unwrap_or_default(),
+                definition.function.clone().unwrap_or_default(),
                 state.to_string(),
                 error_log_path(data_dir, name).display().to_string(),
                 definition.last_error.clone().unwrap_or_default(),
@@ -386,7 +430,16 @@ impl Feeds {
             lags[0].push(m.last_lag.as_secs_f64() * 1000.0);
             lags[1].push(m.max_lag.as_secs_f64() * 1000.0);
         }
-        let [name, kind, address, dataset, state, error_log, last_error] = text;
+        let [
+            name,
+            kind,
+            address,
+            dataset,
+            function,
+            state,
+            error_log,
+            last_error,
+        ] = text;
         let [
             records_in,
             committed,
@@ -405,6 +458,7 @@ impl Feeds {
             ("type", text_column(kind)),
             ("address", text_column(address)),
             ("dataset", text_column(dataset)),
+            ("function", text_column(function)),
             ("state", text_column(state)),
             ("records_in", count(records_in)),
             ("records_committed", count(committed)),
@@ -487,6 +541,18 @@ async fn run_feed(
     });
     if let Err(e) = saved {
         tracing::warn!(feed = %runtime.name, "cannot save that the feed stopped: {e}");
+    }
+}
+
+/// An `input_type` only means something to a function, which turns its records into the
+/// dataset's; without one the option would be silently ignored.
+pub fn check_input_type_has_function(name: &str, options: &FeedOptions) -> Result<()> {
+    match &options.input_type {
+        Some(input_type) => Err(EngineError::Invalid(format!(
+            "feed {name} parses lines as type {input_type} (input_type) but has no APPLY FUNCTION \
+             to turn them into records of its dataset"
+        ))),
+        None => Ok(()),
     }
 }
 

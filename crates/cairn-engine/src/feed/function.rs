@@ -1,0 +1,427 @@
+//! A feed's `APPLY FUNCTION` (`CONNECT FEED f TO DATASET d APPLY FUNCTION <query>`): a SQL
+//! query run over each batch of parsed records, which it reads as the table `input`; its result
+//! rows become the records upserted into the dataset, matched to the dataset's fields by column
+//! name. The query may drop records (`WHERE`), compute fields, and read any dataset to enrich
+//! what arrives; it may not write.
+
+use crate::error::{EngineError, Result};
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow::compute::cast;
+use arrow::datatypes::{Schema, SchemaRef};
+use cairn_model::arrow_mapping::{arrow_schema, record_at, records_to_batch};
+use cairn_model::{EXTRA_FIELDS_COLUMN, Record, RecordType};
+use cairn_storage::dataset::Dataset;
+use cairn_storage::{StorageError, StorageOptions};
+use datafusion::catalog::{
+    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
+    SchemaProvider, TableProvider,
+};
+use datafusion::datasource::MemTable;
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The table a function reads the batch from.
+pub const INPUT_TABLE: &str = "input";
+
+/// What a function needs from the database to be planned: the session whose datasets and
+/// functions it may use, and the named types an `input_type` option may refer to.
+pub struct FunctionEnvironment {
+    pub state: SessionState,
+    pub types: BTreeMap<String, RecordType>,
+}
+
+/// A checked `APPLY FUNCTION`, ready to run over batches.
+pub struct FeedFunction {
+    query: String,
+    /// The type each line is parsed and validated as before the function sees it.
+    input_type: RecordType,
+    input_schema: SchemaRef,
+    state: SessionState,
+    dataset: Arc<Dataset>,
+}
+
+/// One result row that could not become a record of the dataset.
+pub struct RejectedRow {
+    /// The row as JSON.
+    pub text: String,
+    pub reason: String,
+}
+
+/// What one batch became.
+pub struct FunctionOutput {
+    pub records: Vec<Record>,
+    pub rejected: Vec<RejectedRow>,
+}
+
+impl FeedFunction {
+    /// Checks `query` against `dataset` by planning it over an empty batch: it must be one
+    /// query (no DDL or DML), and its columns must be fields of the dataset, the primary key
+    /// among them. `input_type` names a type from `CREATE TYPE`; without one, lines are parsed
+    /// as the dataset's type with every field optional, so the function can supply any field.
+    pub async fn new(
+        feed: &str,
+        query: &str,
+        input_type: Option<&str>,
+        environment: &FunctionEnvironment,
+        dataset: Arc<Dataset>,
+    ) -> Result<FeedFunction> {
+        let input_type = match input_type {
+            Some(name) => environment.types.get(name).cloned().ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "feed {feed}: input_type {name} is not a type (SHOW TYPES lists them)"
+                ))
+            })?,
+            None => every_field_optional(&dataset.shape.dataset_type.record),
+        };
+        let function = FeedFunction {
+            query: query.to_string(),
+            input_schema: arrow_schema(&input_type),
+            input_type,
+            state: environment.state.clone(),
+            dataset,
+        };
+        let invalid = |message: String| {
+            EngineError::Invalid(format!("feed {feed}: APPLY FUNCTION {message}"))
+        };
+        let empty = RecordBatch::new_empty(function.input_schema.clone());
+        let frame = function
+            .plan(empty)
+            .await
+            .map_err(|e| invalid(format!("cannot be planned: {e}")))?;
+        OutputColumns::of(&function.dataset, frame.schema().as_arrow()).map_err(invalid)?;
+        Ok(function)
+    }
+
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+
+    /// The type lines are parsed as before the function runs.
+    pub fn input_type(&self) -> &RecordType {
+        &self.input_type
+    }
+
+    /// Runs the function over `records` (of the input type). An error fails the whole batch:
+    /// the query could not run over it.
+    pub async fn apply(
+        &self,
+        records: &[Record],
+        options: &StorageOptions,
+    ) -> std::result::Result<FunctionOutput, String> {
+        let rows: Vec<&Record> = records.iter().collect();
+        let input = records_to_batch(&self.input_schema, &self.input_type, &rows)
+            .map_err(|e| format!("cannot lay out the batch for APPLY FUNCTION: {e}"))?;
+        let frame = self
+            .plan(input)
+            .await
+            .map_err(|e| format!("APPLY FUNCTION cannot be planned: {e}"))?;
+        let batches = frame
+            .collect()
+            .await
+            .map_err(|e| format!("APPLY FUNCTION failed: {e}"))?;
+        let mut output = FunctionOutput {
+            records: Vec::with_capacity(records.len()),
+            rejected: Vec::new(),
+        };
+        let mut scratch = Vec::new();
+        for batch in &batches {
+            let columns = OutputColumns::of(&self.dataset, &batch.schema())?;
+            let (arrays, mut reasons) = columns.arrange(&self.dataset.shape.schema, batch)?;
+            let record_type = &self.dataset.shape.dataset_type.record;
+            for (row, reason) in reasons.iter_mut().enumerate() {
+                if reason.is_some() {
+                    continue;
+                }
+                let mut record = record_at(record_type, &arrays, row);
+                match self
+                    .dataset
+                    .check_record(&mut record, 0, options, &mut scratch)
+                {
+                    Ok(_key) => output.records.push(record),
+                    Err(e) => *reason = Some(rejection_reason(e)),
+                }
+            }
+            if reasons.iter().any(Option::is_some) {
+                let texts = row_texts(batch)?;
+                for (text, reason) in texts.into_iter().zip(reasons) {
+                    if let Some(reason) = reason {
+                        output.rejected.push(RejectedRow { text, reason });
+                    }
+                }
+            }
+        }
+        Ok(output)
+    }
+
+    /// Plans the query in a session where `input` is `batch` and every other name is what the
+    /// database's session has.
+    async fn plan(&self, batch: RecordBatch) -> datafusion::common::Result<DataFrame> {
+        let catalog_options = &self.state.config_options().catalog;
+        let (catalog_name, schema_name) = (
+            catalog_options.default_catalog.clone(),
+            catalog_options.default_schema.clone(),
+        );
+        let datasets = self
+            .state
+            .catalog_list()
+            .catalog(&catalog_name)
+            .and_then(|catalog| catalog.schema(&schema_name));
+        let input = MemTable::try_new(self.input_schema.clone(), vec![vec![batch]])?;
+        let schema = InputAndDatasets {
+            input: Arc::new(input),
+            datasets,
+        };
+        let catalog = MemoryCatalogProvider::new();
+        catalog.register_schema(&schema_name, Arc::new(schema))?;
+        let catalogs = MemoryCatalogProviderList::new();
+        catalogs.register_catalog(catalog_name, Arc::new(catalog));
+        let state = SessionStateBuilder::new_from_existing(self.state.clone())
+            .with_catalog_list(Arc::new(catalogs))
+            .build();
+        // A function reads; it may not create, write or change settings.
+        let read_only = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        SessionContext::new_with_state(state)
+            .sql_with_options(&self.query, read_only)
+            .await
+    }
+}
+
+/// The dataset's record type with every field optional, open or closed as declared.
+fn every_field_optional(record: &RecordType) -> RecordType {
+    let mut relaxed = record.clone();
+    for field in &mut relaxed.fields {
+        field.optional = true;
+    }
+    relaxed
+}
+
+/// Why a record was refused, in words for a feed's sender (who knows lines, not batch positions).
+pub fn rejection_reason(error: StorageError) -> String {
+    match error {
+        StorageError::InvalidRecord { source, .. } => source.to_string(),
+        StorageError::LimitExceeded { actual, limit, .. } => format!(
+            "the record is {actual} bytes encoded, over the limit of {limit} bytes (record_max_bytes)"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Where each field of the dataset comes from in a function's result.
+struct OutputColumns {
+    /// Per column of the dataset's schema, the result column holding it (the `$extra` column
+    /// of an open dataset is handled apart).
+    declared: Vec<Option<usize>>,
+    /// Result columns the dataset does not declare: undeclared fields of an open dataset.
+    undeclared: Vec<usize>,
+    /// A `$extra` column in the result (undeclared fields passed through from the input).
+    extra: Option<usize>,
+}
+
+impl OutputColumns {
+    fn of(dataset: &Dataset, result: &Schema) -> std::result::Result<OutputColumns, String> {
+        let dataset_type = &dataset.shape.dataset_type;
+        let record = &dataset_type.record;
+        let mut declared = vec![None; record.fields.len()];
+        let mut undeclared = Vec::new();
+        let mut extra = None;
+        for (index, column) in result.fields().iter().enumerate() {
+            let name = column.name();
+            if name == EXTRA_FIELDS_COLUMN {
+                extra = Some(index);
+                continue;
+            }
+            match record.field_index(name) {
+                Some(field) if declared[field].is_some() => {
+                    return Err(format!("returns column {name} twice"));
+                }
+                Some(field) => declared[field] = Some(index),
+                None if record.open => undeclared.push(index),
+                None => {
+                    return Err(format!(
+                        "returns column {name}, which dataset {} does not declare (its type is closed)",
+                        dataset.name()
+                    ));
+                }
+            }
+        }
+        for key in &dataset_type.primary_key {
+            let field = record
+                .field_index(key)
+                .expect("primary key fields are declared");
+            if declared[field].is_none() {
+                return Err(format!(
+                    "must return the primary key field {key} of dataset {}",
+                    dataset.name()
+                ));
+            }
+        }
+        if !record.open {
+            extra = None;
+        }
+        Ok(OutputColumns {
+            declared,
+            undeclared,
+            extra,
+        })
+    }
+
+    /// Lays `batch` out as the dataset's `schema`; a row some value of which cannot be
+    /// converted to its field's type gets a reason instead.
+    #[allow(clippy::type_complexity)]
+    fn arrange(
+        &self,
+        schema: &SchemaRef,
+        batch: &RecordBatch,
+    ) -> std::result::Result<(Vec<ArrayRef>, Vec<Option<String>>), String> {
+        let rows = batch.num_rows();
+        let mut reasons = vec![None; rows];
+        let mut arrays = Vec::with_capacity(schema.fields().len());
+        for (field, source) in schema.fields().iter().zip(&self.declared) {
+            let Some(source) = *source else {
+                arrays.push(new_null_array(field.data_type(), rows));
+                continue;
+            };
+            let column = batch.column(source);
+            if column.data_type() == field.data_type() {
+                arrays.push(column.clone());
+                continue;
+            }
+            // Values that do not convert become null; their rows are refused by name here
+            // rather than later as a "missing" field.
+            let converted = cast(column, field.data_type()).map_err(|e| {
+                format!(
+                    "APPLY FUNCTION returns column {} as {}, which cannot become {}: {e}",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type()
+                )
+            })?;
+            for (row, reason) in reasons.iter_mut().enumerate() {
+                if reason.is_none() && column.is_valid(row) && converted.is_null(row) {
+                    *reason = Some(format!(
+                        "field {}: the value cannot be converted from {} to {}",
+                        field.name(),
+                        column.data_type(),
+                        field.data_type()
+                    ));
+                }
+            }
+            arrays.push(converted);
+        }
+        if schema.fields().len() > self.declared.len() {
+            arrays.push(self.extra_fields(batch)?);
+        }
+        Ok((arrays, reasons))
+    }
+
+    /// The `$extra` column (JSON objects of undeclared fields) of an open dataset: a passed-
+    /// through `$extra` merged with the result's undeclared columns.
+    fn extra_fields(&self, batch: &RecordBatch) -> std::result::Result<ArrayRef, String> {
+        let rows = batch.num_rows();
+        let passed = match self.extra {
+            Some(index) => Some(
+                cast(batch.column(index), &arrow::datatypes::DataType::Utf8)
+                    .map_err(|e| format!("APPLY FUNCTION returns an unreadable $extra: {e}"))?,
+            ),
+            None => None,
+        };
+        if self.undeclared.is_empty() {
+            return Ok(
+                passed.unwrap_or_else(|| new_null_array(&arrow::datatypes::DataType::Utf8, rows))
+            );
+        }
+        let schema = batch.schema();
+        let mut columns = Vec::with_capacity(self.undeclared.len());
+        for &index in &self.undeclared {
+            let field = Arc::new(schema.field(index).clone());
+            let texts = crate::json_rows::json_texts(&field, batch.column(index).as_ref())
+                .map_err(|e| format!("column {}: {e}", field.name()))?;
+            columns.push((field.name().clone(), texts));
+        }
+        let passed = passed.as_ref().map(|a| {
+            a.as_any()
+                .downcast_ref::<StringArray>()
+                .expect("cast to Utf8 gives a StringArray")
+                .clone()
+        });
+        let mut merged = Vec::with_capacity(rows);
+        for row in 0..rows {
+            let mut object = match passed.as_ref().filter(|p| p.is_valid(row)) {
+                Some(p) => match serde_json::from_str(p.value(row)) {
+                    Ok(serde_json::Value::Object(object)) => object,
+                    _ => {
+                        return Err(
+                            "APPLY FUNCTION returns a $extra that is not a JSON object".to_string()
+                        );
+                    }
+                },
+                None => serde_json::Map::new(),
+            };
+            for (name, texts) in &columns {
+                if let Some(text) = &texts[row] {
+                    let value = serde_json::from_str(text)
+                        .map_err(|e| format!("column {name} renders as bad JSON: {e}"))?;
+                    object.insert(name.clone(), value);
+                }
+            }
+            merged
+                .push((!object.is_empty()).then(|| serde_json::Value::Object(object).to_string()));
+        }
+        Ok(Arc::new(StringArray::from(merged)))
+    }
+}
+
+/// Each row of `batch` as a JSON object, for the error log.
+fn row_texts(batch: &RecordBatch) -> std::result::Result<Vec<String>, String> {
+    let mut texts = Vec::with_capacity(batch.num_rows());
+    crate::json_rows::for_each_json_row(batch, |row: &[u8]| {
+        texts.push(String::from_utf8_lossy(row).into_owned());
+        Ok::<(), arrow::error::ArrowError>(())
+    })
+    .map_err(|e| format!("cannot render a rejected row: {e}"))?;
+    Ok(texts)
+}
+
+/// The schema a function plans in: `input` is the batch, every other name a dataset.
+#[derive(Debug)]
+struct InputAndDatasets {
+    input: Arc<dyn TableProvider>,
+    datasets: Option<Arc<dyn SchemaProvider>>,
+}
+
+#[async_trait::async_trait]
+impl SchemaProvider for InputAndDatasets {
+    fn table_names(&self) -> Vec<String> {
+        let mut names = vec![INPUT_TABLE.to_string()];
+        if let Some(datasets) = &self.datasets {
+            names.extend(datasets.table_names());
+        }
+        names
+    }
+
+    async fn table(
+        &self,
+        name: &str,
+    ) -> datafusion::common::Result<Option<Arc<dyn TableProvider>>> {
+        if name == INPUT_TABLE {
+            return Ok(Some(self.input.clone()));
+        }
+        match &self.datasets {
+            Some(datasets) => datasets.table(name).await,
+            None => Ok(None),
+        }
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        name == INPUT_TABLE
+            || self
+                .datasets
+                .as_ref()
+                .is_some_and(|datasets| datasets.table_exist(name))
+    }
+}
