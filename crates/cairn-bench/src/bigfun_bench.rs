@@ -10,6 +10,7 @@ use crate::bigfun::{adm, canonical};
 use crate::bigfun_report;
 use crate::environment::{Environment, repo_path};
 use crate::http_client::QueryClient;
+use crate::pg_client::{PgAnswer, PgClient};
 use crate::report::directory_bytes;
 use cairn_engine::{Database, StatementOutcome};
 use cairn_server::{Server, ServerConfig};
@@ -20,9 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every system the driver knows, in report column order.
-pub const SYSTEMS: [&str; 7] = [
+pub const SYSTEMS: [&str; 8] = [
     "cairn",
     "cairn-http",
+    "cairn-pg",
     "asterixdb",
     "asterixdb-keyonly",
     "postgres",
@@ -37,9 +39,11 @@ pub struct BigfunBenchArgs {
     pub users: i64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Systems to run, comma separated (of: cairn, cairn-http, asterixdb, asterixdb-keyonly,
-    /// postgres, duckdb, spark). The two AsterixDB entries are the paper's AsterixSchema and
-    /// AsterixKeyOnly variants: all fields declared, or the primary key only.
+    /// Systems to run, comma separated (of: cairn, cairn-http, cairn-pg, asterixdb,
+    /// asterixdb-keyonly, postgres, duckdb, spark). `cairn-http` and `cairn-pg` are Cairn
+    /// served by `cairn serve`, reached over its query service or the PostgreSQL protocol.
+    /// The two AsterixDB entries are the paper's AsterixSchema and AsterixKeyOnly variants:
+    /// all fields declared, or the primary key only.
     #[arg(
         long,
         value_delimiter = ',',
@@ -289,8 +293,10 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
                 .await?;
                 cairn.clone()
             }
-            "cairn-http" => {
-                match run_cairn_http(args, &db, &plan, &cairn, &mut author_index_created).await {
+            "cairn-http" | "cairn-pg" => {
+                match run_cairn_served(args, system, &db, &plan, &cairn, &mut author_index_created)
+                    .await
+                {
                     Ok(outcome) => outcome,
                     Err(e) => SystemOutcome::unavailable(system, format!("failed: {e}")),
                 }
@@ -375,10 +381,12 @@ fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<Strin
     workload::render(template, &values).map_err(|e| format!("{system} {}: {e}", planned.label))
 }
 
-/// How the driver reaches Cairn: in the same process, or through the HTTP query service.
+/// How the driver reaches Cairn: in the same process, through the HTTP query service, or
+/// over the PostgreSQL protocol.
 enum CairnDoor {
     Embedded(Arc<Database>),
     Http(QueryClient),
+    Pg(PgClient),
 }
 
 impl CairnDoor {
@@ -386,7 +394,48 @@ impl CairnDoor {
         match self {
             CairnDoor::Embedded(_) => "cairn",
             CairnDoor::Http(_) => "cairn-http",
+            CairnDoor::Pg(_) => "cairn-pg",
         }
+    }
+
+    /// Runs one planned run: its statement text, or over the PostgreSQL protocol U2 as a
+    /// prepared statement with the ids bound (what an application there would do).
+    async fn run_planned(
+        &mut self,
+        planned: &PlannedCase,
+        run: &PlannedRun,
+        timeout_seconds: f64,
+    ) -> Result<RunOutcome, Error> {
+        if let CairnDoor::Pg(client) = self
+            && planned.case.operation == "U2"
+        {
+            let ids: Vec<i64> = run.parameters.values["ids"]
+                .split(',')
+                .map(|id| id.trim().parse())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("U2 ids: {e}"))?;
+            let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+            let mut values = run.parameters.values.clone();
+            values.insert("ids".to_string(), placeholders.join(", "));
+            let template = workload::query_text("cairn", "U2").ok_or("no Cairn U2 text")?;
+            let sql = workload::render(template, &values)?;
+            let limit = Duration::from_secs_f64(timeout_seconds);
+            let started = Instant::now();
+            let executed = tokio::time::timeout(limit, client.execute_prepared(&sql, &ids)).await;
+            let mut outcome = RunOutcome {
+                warmup: run.warmup,
+                seconds: started.elapsed().as_secs_f64(),
+                ..RunOutcome::default()
+            };
+            match executed {
+                Err(_) => outcome.timed_out = true,
+                Ok(Err(error)) => outcome.error = Some(error),
+                Ok(Ok(count)) => outcome.rows = Some(count as usize),
+            }
+            return Ok(outcome);
+        }
+        let sql = render("cairn", planned, run)?;
+        Ok(self.run(&sql, run.warmup, timeout_seconds).await)
     }
 
     /// Runs `sql` and times it until the answer has arrived in full; canonicalizing it for
@@ -403,6 +452,7 @@ impl CairnDoor {
             CairnDoor::Http(client) => {
                 tokio::time::timeout(limit, http_answer(client, sql, timeout_seconds)).await
             }
+            CairnDoor::Pg(client) => tokio::time::timeout(limit, pg_answer(client, sql)).await,
         };
         outcome.seconds = started.elapsed().as_secs_f64();
         match received.map(|answer| answer.and_then(Answer::canonical)) {
@@ -413,6 +463,8 @@ impl CairnDoor {
                 outcome.checksum = Some(canonical::checksum(rows));
             }
             Ok(Ok(Canonical::Changed(count))) => outcome.rows = Some(count),
+            // Text rows are not canonicalized: their answers are counted, not compared.
+            Ok(Ok(Canonical::Counted(count))) => outcome.rows = Some(count),
         }
         outcome
     }
@@ -425,12 +477,15 @@ enum Answer {
     Envelope(serde_json::Value),
     /// Records changed.
     Changed(usize),
+    /// Rows received as text over the PostgreSQL protocol, only counted.
+    TextRows(usize),
 }
 
 /// An answer as the driver compares it.
 enum Canonical {
     Rows(Vec<String>),
     Changed(usize),
+    Counted(usize),
 }
 
 impl Answer {
@@ -460,6 +515,7 @@ impl Answer {
                 Ok(Canonical::Rows(rows))
             }
             Answer::Changed(count) => Ok(Canonical::Changed(count)),
+            Answer::TextRows(count) => Ok(Canonical::Counted(count)),
         }
     }
 }
@@ -495,27 +551,51 @@ async fn http_answer(
     })
 }
 
-/// Serves the loaded database over HTTP in this process (127.0.0.1, a free port) and runs the
-/// plan through it with one keep-alive client.
-async fn run_cairn_http(
+/// Runs `sql` over the PostgreSQL protocol (simple query).
+async fn pg_answer(client: &mut PgClient, sql: &str) -> Result<Answer, String> {
+    Ok(match client.simple(sql).await? {
+        PgAnswer::Rows(rows) => Answer::TextRows(rows),
+        PgAnswer::Changed(count) => Answer::Changed(count as usize),
+    })
+}
+
+/// Serves the loaded database in this process (127.0.0.1, free ports) and runs the plan
+/// through it with one connection: `cairn-http` over the query service (keep-alive), or
+/// `cairn-pg` over the PostgreSQL protocol.
+async fn run_cairn_served(
     args: &BigfunBenchArgs,
+    system: &str,
     db: &Arc<Database>,
     plan: &[PlannedCase],
     embedded: &SystemOutcome,
     author_index_created: &mut bool,
 ) -> Result<SystemOutcome, Error> {
-    let scratch = args.work_dir.join("bigfun-cairn-http");
+    let scratch = args.work_dir.join(format!("bigfun-{system}"));
     let config = ServerConfig::default().on_free_ports();
     let server = Server::bind(db.clone(), &scratch, config).await?;
-    let address = server.http_address()?;
+    let (http_address, pg_address) = (server.http_address()?, server.pg_address()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server.serve(async {
         let _ = stopped.await;
     }));
+    let (door, protocol) = if system == "cairn-pg" {
+        (
+            PgClient::connect(pg_address).await.map(CairnDoor::Pg),
+            "PostgreSQL protocol over loopback; U2 prepared, the rest as simple queries",
+        )
+    } else {
+        (
+            QueryClient::connect(http_address)
+                .await
+                .map(CairnDoor::Http)
+                .map_err(|e| e.to_string()),
+            "query service, JSON over loopback HTTP",
+        )
+    };
     let mut outcome = SystemOutcome {
-        system: "cairn-http".into(),
+        system: system.into(),
         version: format!(
-            "Cairn {} (`cairn serve` query service, JSON over loopback HTTP)",
+            "Cairn {} (`cairn serve`, {protocol})",
             env!("CARGO_PKG_VERSION")
         ),
         status: "ran".into(),
@@ -524,18 +604,20 @@ async fn run_cairn_http(
         size_bytes: embedded.size_bytes,
         cases: Vec::new(),
     };
-    let client = QueryClient::connect(address)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut door = CairnDoor::Http(client);
-    let ran = run_cairn_cases(
-        &mut door,
-        plan,
-        args.timeout_seconds,
-        &mut outcome,
-        author_index_created,
-    )
-    .await;
+    let ran = match door {
+        Ok(mut door) => {
+            run_cairn_cases(
+                &mut door,
+                plan,
+                args.timeout_seconds,
+                &mut outcome,
+                author_index_created,
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    };
+    // The door is closed by now: the server's shutdown waits for open connections.
     let _ = stop.send(());
     let _ = serving.await;
     let _ = std::fs::remove_dir_all(&scratch);
@@ -566,8 +648,7 @@ async fn run_cairn_cases(
         }
         let mut runs = Vec::new();
         for run in &planned.runs {
-            let sql = render("cairn", planned, run)?;
-            runs.push(door.run(&sql, run.warmup, timeout_seconds).await);
+            runs.push(door.run_planned(planned, run, timeout_seconds).await?);
         }
         eprintln!("{}: {} done", door.name(), planned.label);
         outcome.cases.push(CaseOutcome {

@@ -11,6 +11,7 @@ pub mod http_client;
 pub mod index_bench;
 pub mod ingest_bench;
 pub mod messages;
+pub mod pg_client;
 pub mod quickstart;
 pub mod report;
 pub mod server_bench;
