@@ -333,3 +333,45 @@ async fn bad_functions_are_refused_at_connect_by_name() {
         .unwrap();
     assert_eq!(show_feed(&db, "plain").await["dataset"], "Users");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_reads_the_datasets_as_they_are_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path()).await;
+    db.execute_script(SETUP).await.unwrap();
+    let address = enriching_feed(&db, "f", "batch_size = 100").await;
+    // Recreated with other contents: the function is planned again and reads the new one.
+    db.execute_script(
+        "DROP DATASET Countries; CREATE DATASET Countries(CountryType) PRIMARY KEY code;
+         INSERT INTO Countries ([{\"code\": \"fr\", \"country\": \"République française\"}]);",
+    )
+    .await
+    .unwrap();
+    let responses = send(address, vec![raw(1, "a", "2020-01-01T00:00:00", "fr")]).await;
+    assert_eq!(responses.last().unwrap()["committed"], 1, "{responses:?}");
+    let users = rows(&db, "SELECT tags FROM Users WHERE id = 1").await;
+    assert_eq!(
+        users[0]["tags"],
+        serde_json::json!(["République française"])
+    );
+
+    // Dropped: the query cannot be planned, so the batch is refused and logged, not enriched
+    // from a dataset that is gone.
+    db.sql("DROP DATASET Countries").await.unwrap();
+    let responses = send(address, vec![raw(2, "b", "2020-01-01T00:00:00", "fr")]).await;
+    let last = responses.last().unwrap();
+    assert_eq!(
+        (&last["acked"], &last["committed"], &last["rejected"]),
+        (&Value::from(1), &Value::from(0), &Value::from(1)),
+        "{responses:?}"
+    );
+    let log = error_log(&show_feed(&db, "f").await["error_log"]);
+    assert!(
+        log[0]["error"].as_str().unwrap().contains("Countries"),
+        "{log:?}"
+    );
+    // Restarting checks the function again, and names the missing dataset.
+    db.sql("STOP FEED f").await.unwrap();
+    let refused = db.sql("START FEED f").await.unwrap_err().to_string();
+    assert!(refused.contains("Countries"), "{refused}");
+}

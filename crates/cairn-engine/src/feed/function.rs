@@ -16,9 +16,9 @@ use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
     SchemaProvider, TableProvider,
 };
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
 use datafusion::datasource::MemTable;
-use datafusion::datasource::provider_as_source;
+use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::collect;
@@ -44,10 +44,17 @@ pub struct FeedFunction {
     input_schema: SchemaRef,
     state: SessionState,
     dataset: Arc<Dataset>,
-    /// The query parsed, analyzed and optimized once (over an empty `input`); each batch only
+    /// The query parsed, analyzed and optimized (over an empty `input`); each batch only
     /// swaps its data in and plans the physical side (about 2 ms a batch less in the ingest
-    /// benchmark: bench/results/ingest-function.md).
-    optimized: LogicalPlan,
+    /// benchmark: bench/results/ingest-function.md). Planned again when a dataset it reads
+    /// has been dropped or recreated since.
+    optimized: parking_lot::Mutex<Arc<OptimizedQuery>>,
+}
+
+/// A function's optimized plan and the dataset tables it was planned against.
+struct OptimizedQuery {
+    plan: LogicalPlan,
+    reads: Vec<(String, Arc<dyn TableProvider>)>,
 }
 
 /// One result row that could not become a record of the dataset.
@@ -92,16 +99,15 @@ impl FeedFunction {
             .await
             .map_err(|e| invalid(format!("cannot be planned: {e}")))?;
         OutputColumns::of(&dataset, frame.schema().as_arrow()).map_err(invalid)?;
-        let optimized = frame
-            .into_optimized_plan()
-            .map_err(|e| invalid(format!("cannot be optimized: {e}")))?;
+        let optimized =
+            OptimizedQuery::of(frame).map_err(|e| invalid(format!("cannot be optimized: {e}")))?;
         Ok(FeedFunction {
             query: query.to_string(),
             input_type,
             input_schema,
             state,
             dataset,
-            optimized,
+            optimized: parking_lot::Mutex::new(Arc::new(optimized)),
         })
     }
 
@@ -162,15 +168,39 @@ impl FeedFunction {
         Ok(output)
     }
 
+    /// The optimized plan, planned again if a dataset it reads is no longer the one the
+    /// database has under that name (so the function never reads a dropped dataset).
+    async fn current_plan(&self) -> datafusion::common::Result<Arc<OptimizedQuery>> {
+        let optimized = self.optimized.lock().clone();
+        let datasets = datasets_schema(&self.state);
+        for (name, provider) in &optimized.reads {
+            let current = match &datasets {
+                Some(datasets) => datasets.table(name).await?,
+                None => None,
+            };
+            if !current.is_some_and(|current| Arc::ptr_eq(&current, provider)) {
+                let frame =
+                    plan_over_input(&self.state, &self.query, self.input_schema.clone()).await?;
+                OutputColumns::of(&self.dataset, frame.schema().as_arrow())
+                    .map_err(datafusion::common::DataFusionError::Plan)?;
+                let replanned = Arc::new(OptimizedQuery::of(frame)?);
+                *self.optimized.lock() = replanned.clone();
+                return Ok(replanned);
+            }
+        }
+        Ok(optimized)
+    }
+
     /// Runs the optimized plan with `batch` as `input`.
     async fn run(&self, batch: RecordBatch) -> datafusion::common::Result<Vec<RecordBatch>> {
+        let optimized = self.current_plan().await?;
         let source = provider_as_source(Arc::new(MemTable::try_new(
             self.input_schema.clone(),
             vec![vec![batch]],
         )?));
         // Any scan named `input` is the batch: the function's session hides a dataset of that name.
-        let plan = self
-            .optimized
+        let plan = optimized
+            .plan
             .clone()
             .transform_up_with_subqueries(|node| match node {
                 LogicalPlan::TableScan(mut scan) if scan.table_name.table() == INPUT_TABLE => {
@@ -189,6 +219,34 @@ impl FeedFunction {
     }
 }
 
+impl OptimizedQuery {
+    fn of(frame: DataFrame) -> datafusion::common::Result<OptimizedQuery> {
+        let plan = frame.into_optimized_plan()?;
+        let mut reads = Vec::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && scan.table_name.table() != INPUT_TABLE
+            {
+                reads.push((
+                    scan.table_name.table().to_string(),
+                    source_as_provider(&scan.source)?,
+                ));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        Ok(OptimizedQuery { plan, reads })
+    }
+}
+
+/// The schema of the database's session that holds the datasets.
+fn datasets_schema(state: &SessionState) -> Option<Arc<dyn SchemaProvider>> {
+    let catalog_options = &state.config_options().catalog;
+    state
+        .catalog_list()
+        .catalog(&catalog_options.default_catalog)
+        .and_then(|catalog| catalog.schema(&catalog_options.default_schema))
+}
+
 /// Plans `query` in a session where `input` is an empty table of `input_schema` and every
 /// other name is what the database's session (`state`) has.
 async fn plan_over_input(
@@ -201,10 +259,7 @@ async fn plan_over_input(
         catalog_options.default_catalog.clone(),
         catalog_options.default_schema.clone(),
     );
-    let datasets = state
-        .catalog_list()
-        .catalog(&catalog_name)
-        .and_then(|catalog| catalog.schema(&schema_name));
+    let datasets = datasets_schema(state);
     let input = MemTable::try_new(
         input_schema.clone(),
         vec![vec![RecordBatch::new_empty(input_schema)]],
