@@ -96,12 +96,18 @@ async fn open(dir: &Path) -> Database {
     Database::open(dir, Default::default()).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_function_reshapes_enriches_and_filters_each_batch() {
+/// A fresh database with SETUP and the feed `name` applying ENRICH, started.
+async fn with_enriching_feed(name: &str, with: &str) -> (tempfile::TempDir, Database, SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path()).await;
     db.execute_script(SETUP).await.unwrap();
-    let address = enriching_feed(&db, "f", "batch_size = 100").await;
+    let address = enriching_feed(&db, name, with).await;
+    (dir, db, address)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_reshapes_enriches_and_filters_each_batch() {
+    let (_dir, db, address) = with_enriching_feed("f", "batch_size = 100").await;
     let lines = vec![
         raw(1, "ada", "2020-01-02T10:00:00", "fr"),
         raw(2, "bo", "2021-03-04T00:00:00", "jp"),
@@ -141,10 +147,7 @@ async fn a_function_reshapes_enriches_and_filters_each_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_rows_and_failed_batches_are_logged_and_the_feed_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path()).await;
-    db.execute_script(SETUP).await.unwrap();
-    let address = enriching_feed(&db, "f", "batch_size = 100").await;
+    let (_dir, db, address) = with_enriching_feed("f", "batch_size = 100").await;
 
     // No full_name: the function returns a null name, which Users requires. Only that row
     // is refused; the rest of its batch is committed.
@@ -209,10 +212,8 @@ async fn refused_rows_and_failed_batches_are_logged_and_the_feed_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_error_stop_refuses_the_batch_and_stops_the_feed() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path()).await;
-    db.execute_script(SETUP).await.unwrap();
-    let address = enriching_feed(&db, "strict", "on_error = 'stop', batch_size = 100").await;
+    let (_dir, db, address) =
+        with_enriching_feed("strict", "on_error = 'stop', batch_size = 100").await;
     let nameless = r#"{"user_id": 2, "joined": "2020-01-01T00:00:00"}"#.to_string();
     let responses = send(
         address,
@@ -336,10 +337,7 @@ async fn bad_functions_are_refused_at_connect_by_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_function_reads_the_datasets_as_they_are_now() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path()).await;
-    db.execute_script(SETUP).await.unwrap();
-    let address = enriching_feed(&db, "f", "batch_size = 100").await;
+    let (_dir, db, address) = with_enriching_feed("f", "batch_size = 100").await;
     // Recreated with other contents: the function is planned again and reads the new one.
     db.execute_script(
         "DROP DATASET Countries; CREATE DATASET Countries(CountryType) PRIMARY KEY code;
