@@ -381,6 +381,16 @@ fn render(system: &str, planned: &PlannedCase, run: &PlannedRun) -> Result<Strin
     workload::render(template, &values).map_err(|e| format!("{system} {}: {e}", planned.label))
 }
 
+/// What the driver sends for one run.
+enum Request {
+    Text(String),
+    /// A statement with `$1..$n` placeholders, bound to int8 `arguments`.
+    Prepared {
+        sql: String,
+        arguments: Vec<i64>,
+    },
+}
+
 /// How the driver reaches Cairn: in the same process, through the HTTP query service, or
 /// over the PostgreSQL protocol.
 enum CairnDoor {
@@ -398,62 +408,53 @@ impl CairnDoor {
         }
     }
 
-    /// Runs one planned run: its statement text, or over the PostgreSQL protocol U2 as a
-    /// prepared statement with the ids bound (what an application there would do).
-    async fn run_planned(
-        &mut self,
-        planned: &PlannedCase,
-        run: &PlannedRun,
-        timeout_seconds: f64,
-    ) -> Result<RunOutcome, Error> {
-        if let CairnDoor::Pg(client) = self
-            && planned.case.operation == "U2"
-        {
-            let ids: Vec<i64> = run.parameters.values["ids"]
-                .split(',')
-                .map(|id| id.trim().parse())
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("U2 ids: {e}"))?;
-            let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
-            let mut values = run.parameters.values.clone();
-            values.insert("ids".to_string(), placeholders.join(", "));
-            let template = workload::query_text("cairn", "U2").ok_or("no Cairn U2 text")?;
-            let sql = workload::render(template, &values)?;
-            let limit = Duration::from_secs_f64(timeout_seconds);
-            let started = Instant::now();
-            let executed = tokio::time::timeout(limit, client.execute_prepared(&sql, &ids)).await;
-            let mut outcome = RunOutcome {
-                warmup: run.warmup,
-                seconds: started.elapsed().as_secs_f64(),
-                ..RunOutcome::default()
-            };
-            match executed {
-                Err(_) => outcome.timed_out = true,
-                Ok(Err(error)) => outcome.error = Some(error),
-                Ok(Ok(count)) => outcome.rows = Some(count as usize),
-            }
-            return Ok(outcome);
+    /// What one planned run sends: its statement text, or over the PostgreSQL protocol U2 as
+    /// a prepared statement with the ids bound (what an application there would do).
+    fn request(&self, planned: &PlannedCase, run: &PlannedRun) -> Result<Request, Error> {
+        if !(matches!(self, CairnDoor::Pg(_)) && planned.case.operation == "U2") {
+            return Ok(Request::Text(render("cairn", planned, run)?));
         }
-        let sql = render("cairn", planned, run)?;
-        Ok(self.run(&sql, run.warmup, timeout_seconds).await)
+        let arguments: Vec<i64> = run.parameters.values["ids"]
+            .split(',')
+            .map(|id| id.trim().parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("U2 ids: {e}"))?;
+        let placeholders: Vec<String> = (1..=arguments.len()).map(|i| format!("${i}")).collect();
+        let mut values = run.parameters.values.clone();
+        values.insert("ids".to_string(), placeholders.join(", "));
+        let template = workload::query_text("cairn", "U2").ok_or("no Cairn U2 text")?;
+        Ok(Request::Prepared {
+            sql: workload::render(template, &values)?,
+            arguments,
+        })
     }
 
     /// Runs `sql` and times it until the answer has arrived in full; canonicalizing it for
     /// the checksum comes after, outside the measurement.
-    async fn run(&mut self, sql: &str, warmup: bool, timeout_seconds: f64) -> RunOutcome {
+    async fn run(&mut self, request: &Request, warmup: bool, timeout_seconds: f64) -> RunOutcome {
         let mut outcome = RunOutcome {
             warmup,
             ..RunOutcome::default()
         };
         let limit = Duration::from_secs_f64(timeout_seconds);
         let started = Instant::now();
-        let received = match self {
-            CairnDoor::Embedded(db) => tokio::time::timeout(limit, embedded_answer(db, sql)).await,
-            CairnDoor::Http(client) => {
-                tokio::time::timeout(limit, http_answer(client, sql, timeout_seconds)).await
+        let answer = async {
+            match (self, request) {
+                (CairnDoor::Embedded(db), Request::Text(sql)) => embedded_answer(db, sql).await,
+                (CairnDoor::Http(client), Request::Text(sql)) => {
+                    http_answer(client, sql, timeout_seconds).await
+                }
+                (CairnDoor::Pg(client), Request::Text(sql)) => pg_answer(client, sql).await,
+                (CairnDoor::Pg(client), Request::Prepared { sql, arguments }) => client
+                    .execute_prepared(sql, arguments)
+                    .await
+                    .map(|count| Answer::Changed(count as usize)),
+                (_, Request::Prepared { .. }) => {
+                    Err("only the PostgreSQL door prepares statements".to_string())
+                }
             }
-            CairnDoor::Pg(client) => tokio::time::timeout(limit, pg_answer(client, sql)).await,
         };
+        let received = tokio::time::timeout(limit, answer).await;
         outcome.seconds = started.elapsed().as_secs_f64();
         match received.map(|answer| answer.and_then(Answer::canonical)) {
             Err(_) => outcome.timed_out = true,
@@ -635,7 +636,11 @@ async fn run_cairn_cases(
     for planned in plan {
         if planned.case.with_author_index && !*author_index_created {
             let run = door
-                .run(workload::CAIRN_SETUP.author_index, false, timeout_seconds)
+                .run(
+                    &Request::Text(workload::CAIRN_SETUP.author_index.to_string()),
+                    false,
+                    timeout_seconds,
+                )
                 .await;
             if let Some(error) = run.error {
                 return Err(format!("author_id index: {error}").into());
@@ -648,7 +653,8 @@ async fn run_cairn_cases(
         }
         let mut runs = Vec::new();
         for run in &planned.runs {
-            runs.push(door.run_planned(planned, run, timeout_seconds).await?);
+            let request = door.request(planned, run)?;
+            runs.push(door.run(&request, run.warmup, timeout_seconds).await);
         }
         eprintln!("{}: {} done", door.name(), planned.label);
         outcome.cases.push(CaseOutcome {

@@ -61,6 +61,20 @@ async fn send(address: SocketAddr, lines: Vec<String>) -> Vec<Value> {
     .unwrap()
 }
 
+/// Sends `lines` on one connection and returns the feed's last response.
+async fn last_response(address: SocketAddr, lines: Vec<String>) -> Value {
+    let responses = send(address, lines).await;
+    responses
+        .last()
+        .cloned()
+        .unwrap_or_else(|| panic!("no response: {responses:?}"))
+}
+
+/// A RawUser line without `full_name`, whose result row lacks the name Users requires.
+fn nameless(id: i64) -> String {
+    format!(r#"{{"user_id": {id}, "joined": "2020-01-01T00:00:00"}}"#)
+}
+
 /// The rows of `sql` as JSON objects.
 async fn rows(db: &Database, sql: &str) -> Vec<Value> {
     let batches = db.sql(sql).await.unwrap();
@@ -151,13 +165,11 @@ async fn refused_rows_and_failed_batches_are_logged_and_the_feed_goes_on() {
 
     // No full_name: the function returns a null name, which Users requires. Only that row
     // is refused; the rest of its batch is committed.
-    let nameless = r#"{"user_id": 11, "joined": "2020-01-01T00:00:00"}"#.to_string();
-    let responses = send(
+    let last = last_response(
         address,
-        vec![raw(10, "ok", "2020-01-01T00:00:00", "fr"), nameless],
+        vec![raw(10, "ok", "2020-01-01T00:00:00", "fr"), nameless(11)],
     )
     .await;
-    let last = responses.last().unwrap();
     assert_eq!(
         (&last["committed"], &last["rejected"]),
         (&Value::from(1), &Value::from(1))
@@ -214,13 +226,11 @@ async fn refused_rows_and_failed_batches_are_logged_and_the_feed_goes_on() {
 async fn on_error_stop_refuses_the_batch_and_stops_the_feed() {
     let (_dir, db, address) =
         with_enriching_feed("strict", "on_error = 'stop', batch_size = 100").await;
-    let nameless = r#"{"user_id": 2, "joined": "2020-01-01T00:00:00"}"#.to_string();
-    let responses = send(
+    let last = last_response(
         address,
-        vec![raw(1, "a", "2020-01-01T00:00:00", "fr"), nameless],
+        vec![raw(1, "a", "2020-01-01T00:00:00", "fr"), nameless(2)],
     )
     .await;
-    let last = responses.last().unwrap();
     assert!(
         last["error"].as_str().unwrap().contains("APPLY FUNCTION"),
         "{last}"

@@ -5,13 +5,14 @@
 //! what arrives; it may not write.
 
 use crate::error::{EngineError, Result};
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
+use crate::feed::ingest::rejection_reason;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, new_null_array};
 use arrow::compute::cast;
 use arrow::datatypes::{Schema, SchemaRef};
 use cairn_model::arrow_mapping::{arrow_schema, record_at, records_to_batch};
 use cairn_model::{EXTRA_FIELDS_COLUMN, Record, RecordType};
+use cairn_storage::StorageOptions;
 use cairn_storage::dataset::Dataset;
-use cairn_storage::{StorageError, StorageOptions};
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
     SchemaProvider, TableProvider,
@@ -51,9 +52,11 @@ pub struct FeedFunction {
     optimized: parking_lot::Mutex<Arc<OptimizedQuery>>,
 }
 
-/// A function's optimized plan and the dataset tables it was planned against.
+/// A function's optimized plan, where its result columns go, and the dataset tables it was
+/// planned against.
 struct OptimizedQuery {
     plan: LogicalPlan,
+    columns: OutputColumns,
     reads: Vec<(String, Arc<dyn TableProvider>)>,
 }
 
@@ -95,12 +98,9 @@ impl FeedFunction {
         };
         let input_schema = arrow_schema(&input_type);
         let state = environment.state.clone();
-        let frame = plan_over_input(&state, query, input_schema.clone())
+        let optimized = OptimizedQuery::plan(&state, query, input_schema.clone(), &dataset)
             .await
-            .map_err(|e| invalid(format!("cannot be planned: {e}")))?;
-        OutputColumns::of(&dataset, frame.schema().as_arrow()).map_err(invalid)?;
-        let optimized =
-            OptimizedQuery::of(frame).map_err(|e| invalid(format!("cannot be optimized: {e}")))?;
+            .map_err(invalid)?;
         Ok(FeedFunction {
             query: query.to_string(),
             input_type,
@@ -109,10 +109,6 @@ impl FeedFunction {
             dataset,
             optimized: parking_lot::Mutex::new(Arc::new(optimized)),
         })
-    }
-
-    pub fn query(&self) -> &str {
-        &self.query
     }
 
     /// The type lines are parsed as before the function runs.
@@ -130,18 +126,15 @@ impl FeedFunction {
         let rows: Vec<&Record> = records.iter().collect();
         let input = records_to_batch(&self.input_schema, &self.input_type, &rows)
             .map_err(|e| format!("cannot lay out the batch for APPLY FUNCTION: {e}"))?;
-        let batches = self
-            .run(input)
-            .await
-            .map_err(|e| format!("APPLY FUNCTION failed: {e}"))?;
+        let (columns, batches) = self.run(input).await?;
         let mut output = FunctionOutput {
             records: Vec::with_capacity(records.len()),
             rejected: Vec::new(),
         };
         let mut scratch = Vec::new();
         for batch in &batches {
-            let columns = OutputColumns::of(&self.dataset, &batch.schema())?;
-            let (arrays, mut reasons) = columns.arrange(&self.dataset.shape.schema, batch)?;
+            let (arrays, mut reasons) =
+                columns.columns.arrange(&self.dataset.shape.schema, batch)?;
             let record_type = &self.dataset.shape.dataset_type.record;
             for (row, reason) in reasons.iter_mut().enumerate() {
                 if reason.is_some() {
@@ -170,20 +163,27 @@ impl FeedFunction {
 
     /// The optimized plan, planned again if a dataset it reads is no longer the one the
     /// database has under that name (so the function never reads a dropped dataset).
-    async fn current_plan(&self) -> datafusion::common::Result<Arc<OptimizedQuery>> {
+    async fn current_plan(&self) -> std::result::Result<Arc<OptimizedQuery>, String> {
         let optimized = self.optimized.lock().clone();
         let datasets = datasets_schema(&self.state);
         for (name, provider) in &optimized.reads {
             let current = match &datasets {
-                Some(datasets) => datasets.table(name).await?,
+                Some(datasets) => datasets
+                    .table(name)
+                    .await
+                    .map_err(|e| format!("APPLY FUNCTION cannot look up {name}: {e}"))?,
                 None => None,
             };
             if !current.is_some_and(|current| Arc::ptr_eq(&current, provider)) {
-                let frame =
-                    plan_over_input(&self.state, &self.query, self.input_schema.clone()).await?;
-                OutputColumns::of(&self.dataset, frame.schema().as_arrow())
-                    .map_err(datafusion::common::DataFusionError::Plan)?;
-                let replanned = Arc::new(OptimizedQuery::of(frame)?);
+                let replanned = Arc::new(
+                    OptimizedQuery::plan(
+                        &self.state,
+                        &self.query,
+                        self.input_schema.clone(),
+                        &self.dataset,
+                    )
+                    .await?,
+                );
                 *self.optimized.lock() = replanned.clone();
                 return Ok(replanned);
             }
@@ -191,9 +191,23 @@ impl FeedFunction {
         Ok(optimized)
     }
 
-    /// Runs the optimized plan with `batch` as `input`.
-    async fn run(&self, batch: RecordBatch) -> datafusion::common::Result<Vec<RecordBatch>> {
+    /// Runs the optimized plan with `batch` as `input`; returns where the result's columns go
+    /// and the result.
+    async fn run(
+        &self,
+        batch: RecordBatch,
+    ) -> std::result::Result<(Arc<OptimizedQuery>, Vec<RecordBatch>), String> {
         let optimized = self.current_plan().await?;
+        let result = self.execute(&optimized, batch).await;
+        let batches = result.map_err(|e| format!("APPLY FUNCTION failed: {e}"))?;
+        Ok((optimized, batches))
+    }
+
+    async fn execute(
+        &self,
+        optimized: &OptimizedQuery,
+        batch: RecordBatch,
+    ) -> datafusion::common::Result<Vec<RecordBatch>> {
         let source = provider_as_source(Arc::new(MemTable::try_new(
             self.input_schema.clone(),
             vec![vec![batch]],
@@ -220,22 +234,49 @@ impl FeedFunction {
 }
 
 impl OptimizedQuery {
-    fn of(frame: DataFrame) -> datafusion::common::Result<OptimizedQuery> {
-        let plan = frame.into_optimized_plan()?;
-        let mut reads = Vec::new();
-        plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::TableScan(scan) = node
-                && scan.table_name.table() != INPUT_TABLE
-            {
-                reads.push((
-                    scan.table_name.table().to_string(),
-                    source_as_provider(&scan.source)?,
-                ));
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-        Ok(OptimizedQuery { plan, reads })
+    /// Plans and optimizes `query` over an empty `input`, and checks that its columns fit
+    /// `dataset`; errors read after "APPLY FUNCTION".
+    async fn plan(
+        state: &SessionState,
+        query: &str,
+        input_schema: SchemaRef,
+        dataset: &Dataset,
+    ) -> std::result::Result<OptimizedQuery, String> {
+        let frame = plan_over_input(state, query, input_schema)
+            .await
+            .map_err(|e| format!("cannot be planned: {e}"))?;
+        let columns = OutputColumns::of(dataset, frame.schema().as_arrow())?;
+        let optimize = |frame: DataFrame| {
+            let plan = frame.into_optimized_plan()?;
+            let reads = tables_read(&plan)?;
+            Ok::<_, datafusion::common::DataFusionError>((plan, reads))
+        };
+        let (plan, reads) = optimize(frame).map_err(|e| format!("cannot be optimized: {e}"))?;
+        Ok(OptimizedQuery {
+            plan,
+            columns,
+            reads,
+        })
     }
+}
+
+/// The tables `plan` reads besides `input`, by name.
+fn tables_read(
+    plan: &LogicalPlan,
+) -> datafusion::common::Result<Vec<(String, Arc<dyn TableProvider>)>> {
+    let mut reads = Vec::new();
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && scan.table_name.table() != INPUT_TABLE
+        {
+            reads.push((
+                scan.table_name.table().to_string(),
+                source_as_provider(&scan.source)?,
+            ));
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(reads)
 }
 
 /// The schema of the database's session that holds the datasets.
@@ -292,17 +333,6 @@ fn every_field_optional(record: &RecordType) -> RecordType {
         field.optional = true;
     }
     relaxed
-}
-
-/// Why a record was refused, in words for a feed's sender (who knows lines, not batch positions).
-pub fn rejection_reason(error: StorageError) -> String {
-    match error {
-        StorageError::InvalidRecord { source, .. } => source.to_string(),
-        StorageError::LimitExceeded { actual, limit, .. } => format!(
-            "the record is {actual} bytes encoded, over the limit of {limit} bytes (record_max_bytes)"
-        ),
-        other => other.to_string(),
-    }
 }
 
 /// Where each field of the dataset comes from in a function's result.
@@ -417,17 +447,22 @@ impl OutputColumns {
     /// through `$extra` merged with the result's undeclared columns.
     fn extra_fields(&self, batch: &RecordBatch) -> std::result::Result<ArrayRef, String> {
         let rows = batch.num_rows();
-        let passed = match self.extra {
-            Some(index) => Some(
-                cast(batch.column(index), &arrow::datatypes::DataType::Utf8)
-                    .map_err(|e| format!("APPLY FUNCTION returns an unreadable $extra: {e}"))?,
-            ),
+        let passed: Option<StringArray> = match self.extra {
+            Some(index) => {
+                let text = cast(batch.column(index), &arrow::datatypes::DataType::Utf8)
+                    .map_err(|e| format!("APPLY FUNCTION returns an unreadable $extra: {e}"))?;
+                let text = text
+                    .as_string_opt::<i32>()
+                    .ok_or("APPLY FUNCTION returns a $extra that does not read as text")?;
+                Some(text.clone())
+            }
             None => None,
         };
         if self.undeclared.is_empty() {
-            return Ok(
-                passed.unwrap_or_else(|| new_null_array(&arrow::datatypes::DataType::Utf8, rows))
-            );
+            return Ok(match passed {
+                Some(passed) => Arc::new(passed),
+                None => new_null_array(&arrow::datatypes::DataType::Utf8, rows),
+            });
         }
         let schema = batch.schema();
         let mut columns = Vec::with_capacity(self.undeclared.len());
@@ -437,12 +472,6 @@ impl OutputColumns {
                 .map_err(|e| format!("column {}: {e}", field.name()))?;
             columns.push((field.name().clone(), texts));
         }
-        let passed = passed.as_ref().map(|a| {
-            a.as_any()
-                .downcast_ref::<StringArray>()
-                .expect("cast to Utf8 gives a StringArray")
-                .clone()
-        });
         let mut merged = Vec::with_capacity(rows);
         for row in 0..rows {
             let mut object = match passed.as_ref().filter(|p| p.is_valid(row)) {

@@ -6,7 +6,7 @@
 //! the reader stops reading and TCP flow control slows the sender: memory stays bounded.
 
 use crate::feed::error_log::{ErrorLog, Rejection};
-use crate::feed::function::{FeedFunction, rejection_reason};
+use crate::feed::function::FeedFunction;
 use crate::feed::metrics::FeedMetrics;
 use crate::feed::options::{ErrorPolicy, FeedOptions};
 use cairn_model::Record;
@@ -14,7 +14,7 @@ use cairn_model::json::record_to_json;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_storage::dataset::Dataset;
-use cairn_storage::{Storage, WriteOp};
+use cairn_storage::{Storage, StorageError, WriteOp};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -319,6 +319,17 @@ impl LineParser<'_> {
     }
 }
 
+/// Why a record was refused, in words for a feed's sender (who knows lines, not batch positions).
+pub fn rejection_reason(error: StorageError) -> String {
+    match error {
+        StorageError::InvalidRecord { source, .. } => source.to_string(),
+        StorageError::LimitExceeded { actual, limit, .. } => format!(
+            "the record is {actual} bytes encoded, over the limit of {limit} bytes (record_max_bytes)"
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// A batch being gathered.
 #[derive(Default)]
 struct Batch {
@@ -430,55 +441,79 @@ async fn commit(
     let taken = std::mem::take(batch);
     let parsed = taken.records.len() as u64;
     let first_line = ack.acked + 1;
-    let mut rejected = taken.rejected;
-    let mut records = taken.records;
+    let settled = settle(feed, peer, taken.records, first_line, taken.through_line).await;
+    // Whatever became of them, the batch's records are no longer held.
+    feed.metrics.unbuffered(parsed);
+    let (count, refused) = match settled {
+        Settled::Committed { count, refused } => (count, refused),
+        Settled::Stopped(bad_record) => return Ok(Some(bad_record)),
+        Settled::Failed(reason) => {
+            feed.fail(reason.clone());
+            return Err(reason);
+        }
+    };
+    if count > 0 {
+        let lag = taken.oldest.map(|t| t.elapsed()).unwrap_or_default();
+        feed.metrics.committed(count, lag);
+    }
+    ack.acked = taken.through_line;
+    ack.committed += count;
+    ack.rejected += taken.rejected + refused;
+    acknowledge
+        .acknowledge(*ack)
+        .await
+        .map_err(|e| format!("cannot acknowledge: {e}"))?;
+    Ok(None)
+}
+
+/// What became of a batch's records in [`settle`].
+enum Settled {
+    /// `count` records upserted, `refused` turned away by the function.
+    Committed { count: u64, refused: u64 },
+    /// A refusal under `on_error = 'stop'`: nothing was committed.
+    Stopped(String),
+    /// The commit failed.
+    Failed(String),
+}
+
+/// Runs `records` (lines `first_line..=last_line`) through the feed's function, if it has
+/// one, and upserts what remains as one storage batch.
+async fn settle(
+    feed: &FeedRuntime,
+    peer: &str,
+    mut records: Vec<Record>,
+    first_line: u64,
+    last_line: u64,
+) -> Settled {
+    let mut refused_count = 0;
     if let Some(function) = &feed.function
         && !records.is_empty()
     {
-        let (kept, refused) = apply_function(
-            feed,
-            function,
-            peer,
-            records,
-            first_line,
-            taken.through_line,
-        )
-        .await;
-        records = kept;
-        rejected += refused.count;
+        let (kept, refused) =
+            apply_function(feed, function, peer, records, first_line, last_line).await;
         if let (ErrorPolicy::Stop, Some(first)) = (feed.options.on_error, refused.first) {
-            feed.metrics.unbuffered(parsed);
-            return Ok(Some(first));
+            return Settled::Stopped(first);
         }
+        records = kept;
+        refused_count = refused.count;
     }
     let count = records.len() as u64;
     if count > 0 {
         let ops: Vec<WriteOp> = records.into_iter().map(WriteOp::Upsert).collect();
         let storage = feed.storage.clone();
         let dataset = feed.dataset.name().to_string();
-        let written = tokio::task::spawn_blocking(move || storage.write(&dataset, ops)).await;
-        let failure = match written {
-            Ok(Ok(_receipt)) => None,
-            Ok(Err(e)) => Some(format!("commit into {} failed: {e}", feed.dataset.name())),
-            Err(e) => Some(format!("commit task failed: {e}")),
-        };
-        if let Some(reason) = failure {
-            feed.metrics.unbuffered(parsed);
-            feed.fail(reason.clone());
-            return Err(reason);
+        match tokio::task::spawn_blocking(move || storage.write(&dataset, ops)).await {
+            Ok(Ok(_receipt)) => {}
+            Ok(Err(e)) => {
+                return Settled::Failed(format!("commit into {} failed: {e}", feed.dataset.name()));
+            }
+            Err(e) => return Settled::Failed(format!("commit task failed: {e}")),
         }
-        let lag = taken.oldest.map(|t| t.elapsed()).unwrap_or_default();
-        feed.metrics.committed(count, lag);
     }
-    feed.metrics.unbuffered(parsed);
-    ack.acked = taken.through_line;
-    ack.committed += count;
-    ack.rejected += rejected;
-    acknowledge
-        .acknowledge(*ack)
-        .await
-        .map_err(|e| format!("cannot acknowledge: {e}"))?;
-    Ok(None)
+    Settled::Committed {
+        count,
+        refused: refused_count,
+    }
 }
 
 /// Records a function refused, as counted by [`apply_function`].
