@@ -85,26 +85,21 @@ fn key_literal(key_type: &DataType, literal: &Expr) -> Option<KeyValue> {
     let Expr::Value(value) = literal else {
         return None;
     };
-    match (&value.value, key_type) {
-        (
-            SqlValue::Number(digits, _),
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64,
-        ) => {
+    match (&value.value, key_type.integer_range()) {
+        (SqlValue::Number(digits, _), Some((min, max))) => {
             let magnitude: i64 = digits.parse().ok()?;
             let number = if negative {
                 magnitude.checked_neg()?
             } else {
                 magnitude
             };
-            let fits = match key_type {
-                DataType::Int8 => i8::try_from(number).is_ok(),
-                DataType::Int16 => i16::try_from(number).is_ok(),
-                DataType::Int32 => i32::try_from(number).is_ok(),
-                _ => true,
-            };
-            fits.then_some(KeyValue::Int(number))
+            (min..=max)
+                .contains(&number)
+                .then_some(KeyValue::Int(number))
         }
-        (SqlValue::SingleQuotedString(text), DataType::String) if !negative => {
+        (SqlValue::SingleQuotedString(text), None)
+            if *key_type == DataType::String && !negative =>
+        {
             Some(KeyValue::Str(text.clone()))
         }
         _ => None,
