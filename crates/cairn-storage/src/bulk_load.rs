@@ -689,7 +689,10 @@ impl Storage {
         let phase = Instant::now();
 
         // Install: quiesce and flush every partition, check keys are new, add the components,
-        // and replace the manifest once. Lock order: flush locks, manifest, partition states.
+        // and replace the manifest once. Lock order: write turn, flush locks, manifest,
+        // partition states. The write turn keeps a write batch from being half applied while
+        // the keys are checked.
+        let write_turn = dataset.lock_write_turn();
         let flush_guards: Vec<_> = dataset
             .partitions
             .iter()
@@ -731,6 +734,7 @@ impl Storage {
             drop(states);
             drop(manifest_guard);
             drop(flush_guards);
+            drop(write_turn);
             runs.discard();
             return Err(e);
         }
@@ -760,10 +764,12 @@ impl Storage {
                     .retain(|s| !ids.contains(&s.component.id()));
             }
             drop(flush_guards);
+            drop(write_turn);
             runs.discard();
             return Err(e);
         }
         drop(flush_guards);
+        drop(write_turn);
         Ok(LoadReport {
             records: runs.records(),
             input_bytes,

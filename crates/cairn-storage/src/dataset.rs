@@ -17,7 +17,7 @@ use crate::wal_format::{LoggedOp, encode_body};
 use cairn_model::binary::encode_record;
 use cairn_model::validate::canonicalize_record;
 use cairn_model::{Key, Record};
-use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -61,11 +61,13 @@ pub struct Dataset {
     next_component_id: AtomicU64,
     /// Serializes manifest replacement.
     manifest_lock: Mutex<()>,
-    /// Taken by a write batch that spans several partitions before it locks them, so at most
-    /// one such batch at a time holds or waits for partition locks. Partition locks are fair: a
-    /// reader queues behind every writer already waiting, and several batches that each hold
-    /// every partition for their whole apply made short queries wait for all of them in turn.
-    multi_partition_writes: Mutex<()>,
+    /// The write turn: held by one write batch from its duplicate-key check through its apply
+    /// (and by a bulk load's install and a WAL trim), so batches apply one at a time and in LSN
+    /// order. That lets a batch lock its partitions one at a time, each only while its own
+    /// records go in: partition locks are fair, so a reader queues behind a waiting writer, and
+    /// batches that held every partition for their whole apply made short queries wait for the
+    /// whole of each in turn.
+    write_turn: Mutex<()>,
     pub(crate) caches: Arc<ReadCaches>,
     /// Secondary indexes, as in the manifest (plus one being created).
     pub(crate) indexes: RwLock<Vec<IndexDefinition>>,
@@ -163,7 +165,7 @@ impl Dataset {
             partitions,
             next_component_id: AtomicU64::new(manifest.next_component_id),
             manifest_lock: Mutex::new(()),
-            multi_partition_writes: Mutex::new(()),
+            write_turn: Mutex::new(()),
             caches,
             indexes: RwLock::new(manifest.indexes.clone()),
             distinct_estimates: RwLock::new(
@@ -254,24 +256,81 @@ impl Dataset {
             });
         }
 
-        // 2. Lock the partitions involved, in index order so concurrent batches cannot deadlock.
+        // 2. Take the write turn. No other batch of this dataset checks, logs or applies until
+        //    this one has applied, so the checks below stay true and the log order is the apply
+        //    order for every key.
+        let turn = self.write_turn.lock();
+
+        // 3. Check INSERTs against current state plus the batch's own earlier ops.
+        if prepared
+            .iter()
+            .any(|(_, _, op)| matches!(op, LoggedOp::Insert(_)))
+        {
+            self.check_inserts_are_new(&prepared)?;
+        }
+
+        // 4. Log, then apply partition by partition, each under its own lock for just its own
+        //    records. A reader may see the batch applied in some partitions and not yet in
+        //    others, as it already could by reading partitions at different moments; within a
+        //    partition it sees all of the batch or none. Applying cannot fail for a validated op
+        //    except by I/O while locating a key.
+        let lsn = wal.append(self.shape.id, &body)?;
+        // Stable, so each key's ops keep their batch order.
+        prepared.sort_by_key(|(partition, _, _)| *partition);
+        let mut deletes_missed = 0;
+        let mut flush_wanted = false;
+        let mut overloaded = false;
+        let mut ops = prepared.into_iter().peekable();
+        while let Some((partition, _, _)) = ops.peek() {
+            let partition = *partition;
+            let mut state = self.partitions[partition as usize].state.write();
+            while let Some((key, op)) = ops
+                .next_if(|(p, _, _)| *p == partition)
+                .map(|(_, k, o)| (k, o))
+            {
+                match op {
+                    LoggedOp::Insert(record) => state.put(key, Arc::new(record), lsn, true)?,
+                    LoggedOp::Upsert(record) => state.put(key, Arc::new(record), lsn, false)?,
+                    LoggedOp::Delete(_) => {
+                        if !state.delete(&key, lsn)? {
+                            deletes_missed += 1;
+                        }
+                    }
+                }
+            }
+            let flush_bytes = options.memtable_flush_bytes;
+            flush_wanted |= state.memtable_bytes >= flush_bytes;
+            overloaded |= state.disk_component_count() >= options.components_per_partition_max
+                || (state.frozen_count() > 0 && state.memtable_bytes >= 2 * flush_bytes);
+        }
+        // Released before waiting for the log, so that batches still share fsyncs.
+        drop(turn);
+        wal.commit(lsn)?;
+        Ok(WriteReceipt {
+            lsn,
+            deletes_missed,
+            flush_wanted,
+            overloaded,
+        })
+    }
+
+    /// Refuses the batch if one of its INSERTs names a key that exists, in the dataset or
+    /// earlier in the batch. The caller holds the write turn, so no other batch can add or
+    /// remove a key until this one has applied.
+    fn check_inserts_are_new(&self, prepared: &[(u32, Key, LoggedOp)]) -> Result<()> {
         let mut involved: Vec<usize> = prepared.iter().map(|(p, _, _)| *p as usize).collect();
         involved.sort_unstable();
         involved.dedup();
-        let spanning_turn = (involved.len() > 1).then(|| self.multi_partition_writes.lock());
-        let mut guards: HashMap<usize, RwLockWriteGuard<'_, PartitionState>> = involved
+        let states: HashMap<usize, RwLockReadGuard<'_, PartitionState>> = involved
             .iter()
-            .map(|&p| (p, self.partitions[p].state.write()))
+            .map(|&p| (p, self.partitions[p].state.read()))
             .collect();
-
-        // 3. Check INSERTs against current state plus the batch's own earlier ops.
-        let mut overlay: HashMap<&Key, bool> = HashMap::new();
+        let mut exists_after_earlier_ops: HashMap<&Key, bool> = HashMap::new();
         for (position, (partition, key, op)) in prepared.iter().enumerate() {
-            let exists_after = !matches!(op, LoggedOp::Delete(_));
             if matches!(op, LoggedOp::Insert(_)) {
-                let exists = match overlay.get(key) {
+                let exists = match exists_after_earlier_ops.get(key) {
                     Some(&exists) => exists,
-                    None => guards[&(*partition as usize)].locate(key)?.is_some(),
+                    None => states[&(*partition as usize)].locate(key)?.is_some(),
                 };
                 if exists {
                     return Err(StorageError::DuplicateKey {
@@ -281,44 +340,9 @@ impl Dataset {
                     });
                 }
             }
-            overlay.insert(key, exists_after);
+            exists_after_earlier_ops.insert(key, !matches!(op, LoggedOp::Delete(_)));
         }
-        drop(overlay);
-
-        // 4. Log, then apply. Applying cannot fail for a validated op except by I/O while
-        //    locating a key; the log order equals the apply order for every key.
-        let lsn = wal.append(self.shape.id, &body)?;
-        let mut deletes_missed = 0;
-        for (partition, key, op) in prepared {
-            let state = guards
-                .get_mut(&(partition as usize))
-                .ok_or(StorageError::Closed)?;
-            match op {
-                LoggedOp::Insert(record) => state.put(key, Arc::new(record), lsn, true)?,
-                LoggedOp::Upsert(record) => state.put(key, Arc::new(record), lsn, false)?,
-                LoggedOp::Delete(_) => {
-                    if !state.delete(&key, lsn)? {
-                        deletes_missed += 1;
-                    }
-                }
-            }
-        }
-        let flush_bytes = options.memtable_flush_bytes;
-        let flush_wanted = guards.values().any(|s| s.memtable_bytes >= flush_bytes);
-        let overloaded = guards.values().any(|s| {
-            s.disk_component_count() >= options.components_per_partition_max
-                || (s.frozen_count() > 0 && s.memtable_bytes >= 2 * flush_bytes)
-        });
-        drop(guards);
-        // Released before waiting for the log, so that spanning batches still share fsyncs.
-        drop(spanning_turn);
-        wal.commit(lsn)?;
-        Ok(WriteReceipt {
-            lsn,
-            deletes_missed,
-            flush_wanted,
-            overloaded,
-        })
+        Ok(())
     }
 
     /// Checks a record as [`Dataset::write`] will (declared type, size limit) and returns its
@@ -508,6 +532,12 @@ impl Dataset {
             .map(|(index, p)| capture_partition(index, &p.state.read()))
             .collect();
         self.persist_captured(wal, captured, serialize)
+    }
+
+    /// Takes the write turn (see the field): no write batch of this dataset is then between
+    /// its checks and the end of its apply.
+    pub(crate) fn lock_write_turn(&self) -> MutexGuard<'_, ()> {
+        self.write_turn.lock()
     }
 
     /// Takes the manifest lock; hold it across capturing partition state (with

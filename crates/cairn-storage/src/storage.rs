@@ -560,10 +560,12 @@ impl Inner {
 
     /// Deletes WAL segments that no partition needs for recovery any more.
     pub(crate) fn trim_wal(&self) -> Result<()> {
-        // Read the next LSN before looking at partitions: any write with a smaller LSN was
-        // applied under its partition's lock before we can read that partition.
+        // Read the next LSN before looking at partitions. Any write with a smaller LSN has
+        // been logged; once we hold its dataset's write turn, it has been applied to every
+        // partition it touches, so a partition that does not need it any more never will.
         let mut oldest_needed = self.wal.next_lsn();
         for dataset in self.datasets.read().values() {
+            let _turn = dataset.lock_write_turn();
             for partition in &dataset.partitions {
                 if let Some(lsn) = partition.state.read().oldest_unflushed_lsn() {
                     oldest_needed = oldest_needed.min(lsn);
