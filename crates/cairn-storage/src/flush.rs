@@ -30,12 +30,14 @@ impl Dataset {
             match leftover {
                 Some(frozen) => frozen,
                 None if state.memtable.is_empty() => {
-                    if state.memtable_first_lsn.is_none() && state.flushed_lsn == state.last_lsn {
+                    if state.memtable_first_lsn.is_none()
+                        && state.flushed_lsn == state.complete_lsn()
+                    {
                         return Ok(false);
                     }
                     // Only deletes or no-op writes since the last flush: nothing to write, but
                     // their deletion marks must reach the manifest with the new flushed LSN.
-                    state.flushed_lsn = state.last_lsn;
+                    state.flushed_lsn = state.complete_lsn();
                     state.memtable_first_lsn = None;
                     drop(state);
                     self.persist_manifest(wal)?;
@@ -49,7 +51,7 @@ impl Dataset {
                         id: self.allocate_component_id(),
                         rows,
                         first_lsn: state.memtable_first_lsn.take(),
-                        last_lsn: state.last_lsn,
+                        last_lsn: state.complete_lsn(),
                         batch: OnceLock::new(),
                         summary: std::mem::replace(
                             &mut state.memtable_summary,
@@ -138,7 +140,7 @@ impl Dataset {
         }
         state.memtable_summary = ColumnSummaries::empty(&self.shape);
         state.memtable_first_lsn = None;
-        state.flushed_lsn = state.last_lsn;
+        state.flushed_lsn = state.complete_lsn();
         Ok(())
     }
 

@@ -51,7 +51,7 @@ pub mod wal;
 pub mod wal_format;
 
 pub use bulk_load::{InputFormat, LoadReport};
-pub use dataset::{WriteOp, WriteReceipt};
+pub use dataset::{BatchVisibility, WriteOp, WriteReceipt};
 pub use error::{Result, StorageError};
 pub use options::{Durability, StorageOptions};
 pub use scan::{ColumnRange, PartitionScan, RowFilter, ScanFilter, ScanRequest, collect_parallel};

@@ -25,8 +25,8 @@ pub struct FrozenMemtable {
     pub rows: Vec<(Key, Arc<Record>)>,
     /// LSN of the first write it holds (the WAL must keep everything from it on).
     pub first_lsn: Option<u64>,
-    /// The partition's last applied LSN when it was frozen: once flushed, everything up to it
-    /// is on disk.
+    /// The partition's [`PartitionState::complete_lsn`] when it was frozen: once flushed,
+    /// everything up to it is on disk.
     pub last_lsn: u64,
     pub batch: OnceLock<RecordBatch>,
     /// Column bounds of `rows`, carried over from the memory component.
@@ -149,6 +149,10 @@ pub struct PartitionState {
     pub flushed_lsn: u64,
     /// LSN of the last write applied to this partition.
     pub last_lsn: u64,
+    /// The LSN of a batch whose records this partition has only partly applied: set while a
+    /// batch applied in runs has yielded the lock between two of them (see
+    /// [`crate::dataset::BatchVisibility::Incremental`]).
+    pub applying_lsn: Option<u64>,
 }
 
 /// The (slot, row) of the live version of `key` among components, newest first.
@@ -186,6 +190,16 @@ impl PartitionState {
                 Some(Found::Row(self.slots[slot].component.clone(), row))
             }
         })
+    }
+
+    /// The LSN up to which every write is wholly applied here: what a flush may record as
+    /// flushed. Recovery replays everything after it, and replaying a batch that is partly
+    /// in place already is harmless: each op sets or removes its key's version.
+    pub fn complete_lsn(&self) -> u64 {
+        match self.applying_lsn {
+            Some(lsn) => lsn - 1,
+            None => self.last_lsn,
+        }
     }
 
     fn note_write(&mut self, lsn: u64) {

@@ -13,7 +13,7 @@
 //! ```
 
 use crate::component::ReadCaches;
-use crate::dataset::{Dataset, WriteOp, WriteReceipt, partition_dir};
+use crate::dataset::{BatchVisibility, Dataset, WriteOp, WriteReceipt, partition_dir};
 use crate::durable_file::{replace_file, sync_dir};
 use crate::error::{Result, StorageError};
 use crate::manifest::{Manifest, PartitionManifest, manifest_path, read_manifest, write_manifest};
@@ -357,8 +357,19 @@ impl Storage {
 
     /// Applies a batch atomically and durably (per the durability setting).
     pub fn write(&self, dataset: &str, ops: Vec<WriteOp>) -> Result<WriteReceipt> {
+        self.write_with(dataset, ops, BatchVisibility::PerPartition)
+    }
+
+    /// [`Storage::write`], with readers allowed to see the batch as `visibility` says while
+    /// it applies.
+    pub fn write_with(
+        &self,
+        dataset: &str,
+        ops: Vec<WriteOp>,
+        visibility: BatchVisibility,
+    ) -> Result<WriteReceipt> {
         let dataset = self.dataset(dataset)?;
-        let receipt = dataset.write(&self.inner.wal, &self.inner.options, ops)?;
+        let receipt = dataset.write(&self.inner.wal, &self.inner.options, ops, visibility)?;
         if receipt.flush_wanted {
             self.inner.signal_work();
         }

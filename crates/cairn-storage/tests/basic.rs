@@ -4,7 +4,8 @@
 mod common;
 
 use cairn_model::Key;
-use cairn_storage::{ScanRequest, StorageError, WriteOp, collect_parallel};
+use cairn_storage::dataset::APPLY_RUN_RECORDS;
+use cairn_storage::{BatchVisibility, ScanRequest, StorageError, WriteOp, collect_parallel};
 use common::*;
 use std::ops::Bound;
 
@@ -748,18 +749,20 @@ fn reopened_components_find_every_key_across_many_row_groups() {
     assert_eq!(storage.stats("items").unwrap().live_rows, 1000);
 }
 
-/// Writers racing over the same keys in batches that span every partition, while background
+/// Writers racing over the same keys in batches that span every partition, some applied
+/// incrementally (yielding each partition's lock between runs of records), while background
 /// flushes and WAL trims run: what a reader sees at the end is exactly what the log replays
-/// after reopen (so every key's versions were applied in log order and no logged write was
-/// trimmed before it reached its partition), and of the batches that race to INSERT one key,
-/// exactly one succeeds and the others change nothing.
+/// after reopen (every key's versions were applied in log order, no logged write was trimmed
+/// before it reached its partition, and a flush between two runs of a batch did not mark the
+/// batch flushed), and of the batches that race to INSERT one key, exactly one succeeds and
+/// the others change nothing.
 #[test]
 fn racing_spanning_batches_apply_in_log_order_and_inserts_stay_unique() {
     const WRITERS: i64 = 4;
-    const BATCHES: i64 = 150;
+    const BATCHES: i64 = 80;
     let dir = tempfile::tempdir().unwrap();
     let options = cairn_storage::StorageOptions {
-        memtable_flush_bytes: 8 << 10,
+        memtable_flush_bytes: 16 << 10,
         merge_min_components: 3,
         row_group_rows: 16,
         ..Default::default()
@@ -768,17 +771,30 @@ fn racing_spanning_batches_apply_in_log_order_and_inserts_stay_unique() {
     storage
         .create_dataset("items", item_dataset_type(), Some(4))
         .unwrap();
+    let writing = std::sync::atomic::AtomicBool::new(true);
     let contested_wins: Vec<i64> = std::thread::scope(|scope| {
+        // Flushes queue for partition locks, so they land between an incremental batch's runs.
+        scope.spawn(|| {
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                storage.flush("items").unwrap();
+            }
+        });
         let writers: Vec<_> = (0..WRITERS)
             .map(|writer| {
                 let storage = &storage;
+                let (visibility, records) = if writer % 2 == 0 {
+                    (BatchVisibility::PerPartition, 20)
+                } else {
+                    // Several runs per partition, and each key twice per batch.
+                    (BatchVisibility::Incremental, 8 * APPLY_RUN_RECORDS as i64)
+                };
                 scope.spawn(move || {
                     let mut wins = Vec::new();
                     for batch in 0..BATCHES {
-                        let stamp = writer * 1_000_000 + batch * 100;
-                        let mut ops: Vec<WriteOp> = (0..20)
+                        let stamp = writer * 1_000_000 + batch * 10_000;
+                        let mut ops: Vec<WriteOp> = (0..records)
                             .map(|i| {
-                                let key = (batch * 7 + i * 5 + writer) % 100;
+                                let key = (batch * 7 + i * 5 + writer) % (records * 5 / 2);
                                 if i % 6 == 5 {
                                     WriteOp::Delete(Key::int(key))
                                 } else {
@@ -786,8 +802,8 @@ fn racing_spanning_batches_apply_in_log_order_and_inserts_stay_unique() {
                                 }
                             })
                             .collect();
-                        ops.push(WriteOp::Insert(item(10_000 + batch, stamp)));
-                        match storage.write("items", ops) {
+                        ops.push(WriteOp::Insert(item(1_000_000 + batch, stamp)));
+                        match storage.write_with("items", ops, visibility) {
                             Ok(_) => wins.push(batch),
                             Err(StorageError::DuplicateKey { .. }) => {}
                             Err(other) => panic!("writer {writer} batch {batch}: {other}"),
@@ -797,10 +813,12 @@ fn racing_spanning_batches_apply_in_log_order_and_inserts_stay_unique() {
                 })
             })
             .collect();
-        writers
+        let wins = writers
             .into_iter()
             .flat_map(|w| w.join().unwrap())
-            .collect()
+            .collect();
+        writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        wins
     });
     let mut won: Vec<i64> = contested_wins.clone();
     won.sort_unstable();
@@ -819,4 +837,39 @@ fn racing_spanning_batches_apply_in_log_order_and_inserts_stay_unique() {
         .unwrap();
     assert_eq!(seen.len(), replayed.len());
     assert!(seen == replayed, "state after reopen differs from before");
+}
+
+/// A flush that lands between two runs of an incrementally applied batch writes the runs
+/// applied so far but records as flushed only the LSN before that batch, so recovery replays
+/// the whole batch (replaying the part already flushed is harmless).
+#[test]
+fn a_flush_between_runs_of_a_batch_leaves_the_batch_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open(dir.path());
+    storage
+        .create_dataset("items", item_dataset_type(), Some(1))
+        .unwrap();
+    let before = storage
+        .write("items", vec![WriteOp::Upsert(item(1, 1))])
+        .unwrap()
+        .lsn;
+    let dataset = storage.dataset("items").unwrap();
+    let half_applied = before + 1;
+    {
+        // The state a batch leaves while it has yielded the lock after its first run.
+        let mut state = dataset.partitions[0].state.write();
+        state.applying_lsn = Some(half_applied);
+        state
+            .put(
+                Key::int(2),
+                std::sync::Arc::new(item(2, 2)),
+                half_applied,
+                false,
+            )
+            .unwrap();
+    }
+    storage.flush("items").unwrap();
+    let state = dataset.partitions[0].state.read();
+    assert_eq!(state.disk_component_count(), 1, "the flush wrote the run");
+    assert_eq!(state.flushed_lsn, before);
 }

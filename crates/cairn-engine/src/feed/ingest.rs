@@ -14,7 +14,7 @@ use cairn_model::json::record_to_json;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_storage::dataset::Dataset;
-use cairn_storage::{Storage, StorageError, WriteOp};
+use cairn_storage::{BatchVisibility, Storage, StorageError, WriteOp};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -502,7 +502,9 @@ async fn settle(
         let ops: Vec<WriteOp> = records.into_iter().map(WriteOp::Upsert).collect();
         let storage = feed.storage.clone();
         let dataset = feed.dataset.name().to_string();
-        match tokio::task::spawn_blocking(move || storage.write(&dataset, ops)).await {
+        // A feed's records are independent, so readers may see a batch arrive in runs.
+        let write = move || storage.write_with(&dataset, ops, BatchVisibility::Incremental);
+        match tokio::task::spawn_blocking(write).await {
             Ok(Ok(_receipt)) => {}
             Ok(Err(e)) => {
                 return Settled::Failed(format!("commit into {} failed: {e}", feed.dataset.name()));
