@@ -5,6 +5,8 @@
 
 use crate::bigfun::generate_users;
 use crate::bigfun::params::{ParameterGenerator, Population};
+use crate::bigfun::random::SplitMix;
+use crate::bigfun::records::{DATETIME_HI, DATETIME_LO, format_datetime};
 use crate::bigfun::schema::gleambook_users_type;
 use crate::bigfun::workload::{Case, Version, query_text, render};
 use crate::environment::Environment;
@@ -53,8 +55,13 @@ pub struct IngestBenchArgs {
 
 /// Records each sender writes per id block (ids are unique across senders).
 const ID_BLOCK: i64 = 1000;
-/// Distinct record bodies the senders cycle through, each sent with fresh ids.
+/// Distinct record bodies the senders cycle through, each sent with a fresh id and
+/// user_since: BIGFUN.md §1 draws user_since uniformly over 14 years of seconds, so values
+/// hardly repeat, and a pool's worth of repeats would load the user_since index with
+/// duplicates real data does not have.
 const BODY_POOL: i64 = 20_000;
+/// Seeds the senders' user_since values.
+const USER_SINCE_SEED: u64 = 0x5EED_05E4;
 /// Width of the windows whose slowest rate the report shows.
 const WINDOW_SECONDS: usize = 10;
 
@@ -108,15 +115,19 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
     if !users_file.exists() {
         std::fs::write(&users_file, generate_users(args.users, args.seed, 2))?;
     }
-    // Bodies of new users (everything after the id), sent again and again with fresh ids.
+    // Bodies of new users (everything after the id but user_since), sent again and again
+    // with fresh ids and user_since values.
     let bodies: Arc<Vec<String>> = Arc::new(
         generate_users(BODY_POOL, args.seed + 1, 2)
             .lines()
-            .map(|line| line[line.find(',').unwrap_or(line.len())..].to_string())
+            .map(|line| without_user_since(&line[line.find(',').unwrap_or(line.len())..]))
             .collect(),
     );
-    let record_bytes_mean =
-        bodies.iter().map(|b| b.len() + 12).sum::<usize>() as f64 / bodies.len() as f64;
+    let record_bytes_mean = bodies
+        .iter()
+        .map(|b| b.len() + "{\"id\":1234567,\"user_since\":\"2014-08-30T23:59:59\"\n".len())
+        .sum::<usize>() as f64
+        / bodies.len() as f64;
     let scratch = args.work_dir.join("ingest-scratch");
 
     let mut throughput = Vec::new();
@@ -314,6 +325,27 @@ impl Ids {
     }
 }
 
+/// `body` (a GleambookUsers JSON object's text from its first comma on) without its
+/// user_since field, which the senders write themselves.
+fn without_user_since(body: &str) -> String {
+    const FIELD: &str = ",\"user_since\":\"";
+    let Some(start) = body.find(FIELD) else {
+        return body.to_string();
+    };
+    let value_start = start + FIELD.len();
+    let end = body[value_start..]
+        .find('"')
+        .map_or(body.len(), |quote| value_start + quote + 1);
+    format!("{}{}", &body[..start], &body[end..])
+}
+
+/// The user_since of the `sequence`th record sent: uniform over BIGFUN.md's datetime range,
+/// fresh for every record.
+fn user_since(sequence: i64) -> String {
+    let mut random = SplitMix::new(USER_SINCE_SEED, sequence as u64);
+    format_datetime(random.range(DATETIME_LO, DATETIME_HI))
+}
+
 /// Sender connections, each writing from its own thread and reading acknowledgements on
 /// another, until told to stop.
 struct Senders {
@@ -347,6 +379,9 @@ impl Senders {
                         let body = &bodies[ids.body(sequence)];
                         buffer.push_str("{\"id\":");
                         buffer.push_str(&id.to_string());
+                        buffer.push_str(",\"user_since\":\"");
+                        buffer.push_str(&user_since(sequence));
+                        buffer.push('"');
                         buffer.push_str(body);
                         buffer.push('\n');
                     }
@@ -480,4 +515,27 @@ fn markdown(report: &IngestReport, args: &IngestBenchArgs, raw: &Path) -> String
         ));
     }
     page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn senders_lines_are_users_with_their_own_user_since() {
+        let line = generate_users(1, 7, 2);
+        let line = line.lines().next().unwrap();
+        let body = without_user_since(&line[line.find(',').unwrap()..]);
+        assert!(!body.contains("user_since"), "{body}");
+        let sent = format!("{{\"id\":1,\"user_since\":\"{}\"{body}", user_since(3));
+        let sent: serde_json::Value = serde_json::from_str(&sent).unwrap();
+        let original: serde_json::Value = serde_json::from_str(line).unwrap();
+        for (field, value) in original.as_object().unwrap() {
+            if field != "user_since" {
+                assert_eq!(&sent[field], value, "{field}");
+            }
+        }
+        assert_eq!(sent["user_since"], serde_json::json!(user_since(3)));
+        assert_ne!(user_since(3), user_since(4));
+    }
 }
