@@ -222,8 +222,9 @@ impl Dataset {
         }
     }
 
-    /// Validates, logs and applies a batch atomically: either every op is applied or none is.
-    /// Returns after the batch is as durable as the instance's durability setting promises.
+    /// Validates, logs and applies a batch all or nothing: a batch that fails a check changes
+    /// nothing. While it applies, readers see it as `visibility` allows. Returns after the
+    /// batch is as durable as the instance's durability setting promises.
     pub fn write(
         &self,
         wal: &Wal,

@@ -355,7 +355,8 @@ impl Storage {
         Ok(())
     }
 
-    /// Applies a batch atomically and durably (per the durability setting).
+    /// Applies a batch all or nothing and durably (per the durability setting); each partition
+    /// shows readers all of it or none while it applies ([`BatchVisibility::PerPartition`]).
     pub fn write(&self, dataset: &str, ops: Vec<WriteOp>) -> Result<WriteReceipt> {
         self.write_with(dataset, ops, BatchVisibility::PerPartition)
     }
