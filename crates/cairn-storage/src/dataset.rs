@@ -302,41 +302,18 @@ impl Dataset {
             BatchVisibility::Incremental => APPLY_RUN_RECORDS,
         };
         let mut ops = prepared.into_iter().peekable();
-        while let Some((partition, _, _)) = ops.peek() {
-            let partition = *partition;
+        while let Some(&(partition, _, _)) = ops.peek() {
+            let partition_ops = std::iter::from_fn(|| {
+                ops.next_if(|(p, _, _)| *p == partition)
+                    .map(|(_, key, op)| (key, op))
+            });
             let mut state = self.partitions[partition as usize].state.write();
             state.applying_lsn = Some(lsn);
-            let mut in_run = 0;
-            while let Some((key, op)) = ops
-                .next_if(|(p, _, _)| *p == partition)
-                .map(|(_, k, o)| (k, o))
-            {
-                if in_run == run_records {
-                    // Readers waiting now get the partition; a flush in between records
-                    // only what is wholly applied (`complete_lsn`).
-                    RwLockWriteGuard::bump(&mut state);
-                    in_run = 0;
-                }
-                in_run += 1;
-                let applied = match op {
-                    LoggedOp::Insert(record) => state.put(key, Arc::new(record), lsn, true),
-                    LoggedOp::Upsert(record) => state.put(key, Arc::new(record), lsn, false),
-                    LoggedOp::Delete(_) => state.delete(&key, lsn).map(|existed| {
-                        if !existed {
-                            deletes_missed += 1;
-                        }
-                    }),
-                };
-                if let Err(e) = applied {
-                    state.applying_lsn = None;
-                    return Err(e);
-                }
-            }
+            let applied = apply_in_runs(&mut state, partition_ops, lsn, run_records);
             state.applying_lsn = None;
-            let flush_bytes = options.memtable_flush_bytes;
-            flush_wanted |= state.memtable_bytes >= flush_bytes;
-            overloaded |= state.disk_component_count() >= options.components_per_partition_max
-                || (state.frozen_count() > 0 && state.memtable_bytes >= 2 * flush_bytes);
+            deletes_missed += applied?;
+            flush_wanted |= state.memtable_bytes >= options.memtable_flush_bytes;
+            overloaded |= state.is_overloaded(options);
         }
         // Released before waiting for the log, so that batches still share fsyncs.
         drop(turn);
@@ -723,6 +700,33 @@ pub(crate) fn encoded_size_over(
     scratch.clear();
     encode_record(scratch, record);
     (scratch.len() > limit).then_some(scratch.len())
+}
+
+/// Applies one partition's ops of batch `lsn`, yielding its lock to waiting readers after
+/// every `run_records` of them (a flush let in between records only what is wholly applied:
+/// see `PartitionState::complete_lsn`). Returns how many deletes found no record.
+fn apply_in_runs(
+    state: &mut RwLockWriteGuard<'_, PartitionState>,
+    ops: impl Iterator<Item = (Key, LoggedOp)>,
+    lsn: u64,
+    run_records: usize,
+) -> Result<usize> {
+    let mut deletes_missed = 0;
+    for (index, (key, op)) in ops.enumerate() {
+        if index > 0 && index % run_records == 0 {
+            RwLockWriteGuard::bump(state);
+        }
+        match op {
+            LoggedOp::Insert(record) => state.put(key, Arc::new(record), lsn, true)?,
+            LoggedOp::Upsert(record) => state.put(key, Arc::new(record), lsn, false)?,
+            LoggedOp::Delete(_) => {
+                if !state.delete(&key, lsn)? {
+                    deletes_missed += 1;
+                }
+            }
+        }
+    }
+    Ok(deletes_missed)
 }
 
 /// A deletion vector generation the manifest being written will name.

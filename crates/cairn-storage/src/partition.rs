@@ -9,6 +9,7 @@
 use crate::component::DiskComponent;
 use crate::error::Result;
 use crate::memory_index::MemoryIndexes;
+use crate::options::StorageOptions;
 use crate::secondary_index::IndexDefinition;
 use crate::shape::DatasetShape;
 use crate::statistics::ColumnSummaries;
@@ -303,6 +304,13 @@ impl PartitionState {
             .iter()
             .filter(|s| matches!(s.component, ComponentRef::Disk(_)))
             .count()
+    }
+
+    /// At the hard component limit, or with a memory component far over its flush size while
+    /// a flush is still running: writers should wait for background work to catch up.
+    pub fn is_overloaded(&self, options: &StorageOptions) -> bool {
+        self.disk_component_count() >= options.components_per_partition_max
+            || (self.frozen_count() > 0 && self.memtable_bytes >= 2 * options.memtable_flush_bytes)
     }
 
     pub fn frozen_count(&self) -> usize {

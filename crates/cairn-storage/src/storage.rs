@@ -401,12 +401,10 @@ impl Storage {
             return;
         }
         loop {
-            let overloaded = dataset.partitions.iter().any(|p| {
-                let state = p.state.read();
-                state.disk_component_count() >= options.components_per_partition_max
-                    || (state.frozen_count() > 0
-                        && state.memtable_bytes >= 2 * options.memtable_flush_bytes)
-            });
+            let overloaded = dataset
+                .partitions
+                .iter()
+                .any(|p| p.state.read().is_overloaded(options));
             if !overloaded || self.inner.shutdown.load(Ordering::Acquire) {
                 return;
             }
