@@ -14,6 +14,7 @@ use crate::report::write_report;
 use crate::stats::{median, percentile_us};
 use cairn_engine::Database;
 use serde::Serialize;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -123,9 +124,15 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
             .map(|line| without_user_since(&line[line.find(',').unwrap_or(line.len())..]))
             .collect(),
     );
+    let mut line = String::new();
     let record_bytes_mean = bodies
         .iter()
-        .map(|b| b.len() + "{\"id\":1234567,\"user_since\":\"2014-08-30T23:59:59\"\n".len())
+        .enumerate()
+        .map(|(sequence, body)| {
+            line.clear();
+            push_line(&mut line, args.users + 1, sequence as i64, body);
+            line.len()
+        })
         .sum::<usize>() as f64
         / bodies.len() as f64;
     let scratch = args.work_dir.join("ingest-scratch");
@@ -339,11 +346,16 @@ fn without_user_since(body: &str) -> String {
     format!("{}{}", &body[..start], &body[end..])
 }
 
-/// The user_since of the `sequence`th record sent: uniform over BIGFUN.md's datetime range,
-/// fresh for every record.
-fn user_since(sequence: i64) -> String {
-    let mut random = SplitMix::new(USER_SINCE_SEED, sequence as u64);
-    format_datetime(random.range(DATETIME_LO, DATETIME_HI))
+/// Appends the `sequence`th line a sender writes: user `id` with `body` (from
+/// [`without_user_since`]) and a user_since drawn for this record, uniform over BIGFUN.md's
+/// datetime range.
+fn push_line(out: &mut String, id: i64, sequence: i64, body: &str) {
+    let since = SplitMix::new(USER_SINCE_SEED, sequence as u64).range(DATETIME_LO, DATETIME_HI);
+    let _ = writeln!(
+        out,
+        "{{\"id\":{id},\"user_since\":\"{}\"{body}",
+        format_datetime(since)
+    );
 }
 
 /// Sender connections, each writing from its own thread and reading acknowledgements on
@@ -375,15 +387,8 @@ impl Senders {
                     let first = next_id.fetch_add(ID_BLOCK, Ordering::Relaxed);
                     buffer.clear();
                     for sequence in first..first + ID_BLOCK {
-                        let id = ids.id(sequence);
                         let body = &bodies[ids.body(sequence)];
-                        buffer.push_str("{\"id\":");
-                        buffer.push_str(&id.to_string());
-                        buffer.push_str(",\"user_since\":\"");
-                        buffer.push_str(&user_since(sequence));
-                        buffer.push('"');
-                        buffer.push_str(body);
-                        buffer.push('\n');
+                        push_line(&mut buffer, ids.id(sequence), sequence, body);
                     }
                     if write.write_all(buffer.as_bytes()).is_err() {
                         return;
@@ -527,15 +532,19 @@ mod tests {
         let line = line.lines().next().unwrap();
         let body = without_user_since(&line[line.find(',').unwrap()..]);
         assert!(!body.contains("user_since"), "{body}");
-        let sent = format!("{{\"id\":1,\"user_since\":\"{}\"{body}", user_since(3));
-        let sent: serde_json::Value = serde_json::from_str(&sent).unwrap();
+        let (mut third, mut fourth) = (String::new(), String::new());
+        push_line(&mut third, 1, 3, &body);
+        push_line(&mut fourth, 1, 4, &body);
+        assert!(third.ends_with('\n'));
+        let sent: serde_json::Value = serde_json::from_str(&third).unwrap();
         let original: serde_json::Value = serde_json::from_str(line).unwrap();
         for (field, value) in original.as_object().unwrap() {
             if field != "user_since" {
                 assert_eq!(&sent[field], value, "{field}");
             }
         }
-        assert_eq!(sent["user_since"], serde_json::json!(user_since(3)));
-        assert_ne!(user_since(3), user_since(4));
+        let next: serde_json::Value = serde_json::from_str(&fourth).unwrap();
+        assert!(sent["user_since"].is_string());
+        assert_ne!(sent["user_since"], next["user_since"]);
     }
 }
