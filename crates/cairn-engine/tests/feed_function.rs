@@ -4,10 +4,12 @@
 //! over is refused whole, `on_error = 'stop'` stops at a refused row without committing its
 //! batch, the function survives reopening, and bad functions are refused at CONNECT by name.
 
+mod common;
+
 use cairn_engine::Database;
+use common::feed_client::{assert_last_counts, last_response, send};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 
 const SETUP: &str = "
@@ -40,34 +42,6 @@ async fn enriching_feed(db: &Database, name: &str, with: &str) -> SocketAddr {
     .await
     .unwrap();
     db.feeds().address(name).unwrap()
-}
-
-/// Sends `lines` on one connection and returns the feed's response lines.
-async fn send(address: SocketAddr, lines: Vec<String>) -> Vec<Value> {
-    tokio::task::spawn_blocking(move || {
-        let mut stream = TcpStream::connect(address).unwrap();
-        for line in lines {
-            if stream.write_all(format!("{line}\n").as_bytes()).is_err() {
-                break;
-            }
-        }
-        let _ = stream.shutdown(std::net::Shutdown::Write);
-        BufReader::new(stream)
-            .lines()
-            .map(|line| serde_json::from_str(&line.unwrap()).unwrap())
-            .collect()
-    })
-    .await
-    .unwrap()
-}
-
-/// Sends `lines` on one connection and returns the feed's last response.
-async fn last_response(address: SocketAddr, lines: Vec<String>) -> Value {
-    let responses = send(address, lines).await;
-    responses
-        .last()
-        .cloned()
-        .unwrap_or_else(|| panic!("no response: {responses:?}"))
 }
 
 /// A RawUser line without `full_name`, whose result row lacks the name Users requires.
@@ -129,12 +103,7 @@ async fn a_function_reshapes_enriches_and_filters_each_batch() {
         raw(3, "cy", "2022-05-06T12:30:00", "xx"),
     ];
     let responses = send(address, lines).await;
-    let last = responses.last().unwrap();
-    assert_eq!(
-        (&last["acked"], &last["committed"], &last["rejected"]),
-        (&Value::from(4), &Value::from(3), &Value::from(0)),
-        "{responses:?}"
-    );
+    assert_last_counts(&responses, 4, 3, 0);
     let users = rows(
         &db,
         "SELECT id, name, CAST(since AS VARCHAR) AS since, tags FROM Users ORDER BY id",
@@ -184,12 +153,7 @@ async fn refused_rows_and_failed_batches_are_logged_and_the_feed_goes_on() {
         ],
     )
     .await;
-    let last = responses.last().unwrap();
-    assert_eq!(
-        (&last["acked"], &last["committed"], &last["rejected"]),
-        (&Value::from(2), &Value::from(0), &Value::from(2)),
-        "{responses:?}"
-    );
+    assert_last_counts(&responses, 2, 0, 2);
     let ids: Vec<i64> = rows(&db, "SELECT id FROM Users ORDER BY id")
         .await
         .iter()
@@ -367,12 +331,7 @@ async fn a_function_reads_the_datasets_as_they_are_now() {
     // from a dataset that is gone.
     db.sql("DROP DATASET Countries").await.unwrap();
     let responses = send(address, vec![raw(2, "b", "2020-01-01T00:00:00", "fr")]).await;
-    let last = responses.last().unwrap();
-    assert_eq!(
-        (&last["acked"], &last["committed"], &last["rejected"]),
-        (&Value::from(1), &Value::from(0), &Value::from(1)),
-        "{responses:?}"
-    );
+    assert_last_counts(&responses, 1, 0, 1);
     let log = error_log(&show_feed(&db, "f").await["error_log"]);
     assert!(
         log[0]["error"].as_str().unwrap().contains("Countries"),

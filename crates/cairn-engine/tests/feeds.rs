@@ -4,10 +4,13 @@
 //! filling memory, definitions and running state survive reopening, and bad statements are
 //! refused by name.
 
+mod common;
+
 use cairn_engine::Database;
 use cairn_storage::StorageOptions;
+use common::feed_client::{assert_last_counts, send};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
@@ -61,55 +64,6 @@ async fn show_feed(db: &Database, name: &str) -> serde_json::Map<String, Value> 
         .unwrap_or_else(|| panic!("no feed {name} in SHOW FEEDS"))
 }
 
-/// A sender on a blocking socket, sending from its own thread while acks are read here.
-struct Sender {
-    acks: BufReader<TcpStream>,
-    writer: std::thread::JoinHandle<()>,
-}
-
-impl Sender {
-    fn start(address: SocketAddr, lines: Vec<String>) -> Sender {
-        let stream = TcpStream::connect(address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
-        let mut write = stream.try_clone().unwrap();
-        let writer = std::thread::spawn(move || {
-            for line in lines {
-                // The feed may close the connection early (on_error = 'stop').
-                if write.write_all(format!("{line}\n").as_bytes()).is_err() {
-                    return;
-                }
-            }
-            let _ = write.shutdown(std::net::Shutdown::Write);
-        });
-        Sender {
-            acks: BufReader::new(stream),
-            writer,
-        }
-    }
-
-    /// Reads response lines until the connection closes; returns them parsed.
-    fn responses(mut self) -> Vec<Value> {
-        let mut lines = Vec::new();
-        let mut line = String::new();
-        while self.acks.read_line(&mut line).unwrap() > 0 {
-            lines.push(serde_json::from_str(line.trim()).unwrap());
-            line.clear();
-        }
-        self.writer.join().unwrap();
-        lines
-    }
-}
-
-/// Sends `lines` on one connection (off the runtime: the sender blocks) and returns every
-/// response line the feed wrote back.
-async fn send(address: SocketAddr, lines: Vec<String>) -> Vec<Value> {
-    tokio::task::spawn_blocking(move || Sender::start(address, lines).responses())
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_feed_commits_acknowledges_and_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,10 +80,7 @@ async fn socket_feed_commits_acknowledges_and_counts() {
     let mut lines: Vec<String> = (1..=1000).map(user).collect();
     lines.insert(500, String::new()); // a blank line is acknowledged, neither committed nor rejected
     let responses = send(address, lines).await;
-    let last = responses.last().unwrap();
-    assert_eq!(last["acked"], 1001, "{responses:?}");
-    assert_eq!(last["committed"], 1000);
-    assert_eq!(last["rejected"], 0);
+    assert_last_counts(&responses, 1001, 1000, 0);
     // Acks arrive in order and per batch: each is cumulative and at most 100 records apart.
     let mut previous = 0;
     for ack in &responses {
@@ -204,12 +155,7 @@ async fn bad_records_are_logged_and_the_feed_continues() {
         user(6),
     ];
     let responses = send(address, lines).await;
-    let last = responses.last().unwrap();
-    assert_eq!(
-        (&last["acked"], &last["committed"], &last["rejected"]),
-        (&Value::from(6), &Value::from(2), &Value::from(4)),
-        "{responses:?}"
-    );
+    assert_last_counts(&responses, 6, 2, 4);
     assert_eq!(scalar(&db, "SELECT count(*) FROM Users").await, 2);
 
     let log_path = show_feed(&db, "f").await["error_log"]

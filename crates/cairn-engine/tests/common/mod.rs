@@ -1,8 +1,11 @@
-//! Helpers the plan-choice tests share: a query's EXPLAIN text, and its answer as sorted
-//! lines so that the answers of different plans can be compared.
+//! Helpers the engine's tests share: a query's EXPLAIN text, its answer as sorted lines so
+//! that the answers of different plans can be compared, and a feed's sender
+//! ([`feed_client`]).
 
 // Each test file compiles its own copy and uses only some of the helpers.
 #![allow(dead_code)]
+
+pub mod feed_client;
 
 use arrow::util::pretty::pretty_format_batches;
 use cairn_engine::Database;
