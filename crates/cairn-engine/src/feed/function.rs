@@ -373,10 +373,11 @@ impl OutputColumns {
                 }
             }
         }
-        for key in &dataset_type.primary_key {
-            let field = record
-                .field_index(key)
-                .expect("primary key fields are declared");
+        for (&field, key) in dataset_type
+            .key_indices()
+            .iter()
+            .zip(&dataset_type.primary_key)
+        {
             if declared[field].is_none() {
                 return Err(format!(
                     "must return the primary key field {key} of dataset {}",
