@@ -463,9 +463,10 @@ impl CairnDoor {
                 outcome.rows = Some(rows.len());
                 outcome.checksum = Some(canonical::checksum(rows));
             }
-            Ok(Ok(Canonical::Changed(count))) => outcome.rows = Some(count),
             // Text rows are not canonicalized: their answers are counted, not compared.
-            Ok(Ok(Canonical::Counted(count))) => outcome.rows = Some(count),
+            Ok(Ok(Canonical::Changed(count) | Canonical::Counted(count))) => {
+                outcome.rows = Some(count)
+            }
         }
         outcome
     }
