@@ -113,7 +113,7 @@ pub fn run(config: &StorageBenchConfig) -> Result<StorageBenchReport, Box<dyn st
     let _ = std::fs::remove_dir_all(&data_dir);
     let options = StorageOptions {
         durability: Durability::Always,
-        row_group_cache_bytes: 8 << 30,
+        decoded_cache_bytes: 8 << 30,
         ..Default::default()
     };
     let storage = Storage::open(&data_dir, options)?;

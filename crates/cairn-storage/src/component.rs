@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Most rows in a data page. Small pages let a read of a few rows an index names decode only
 /// the pages that hold them (the page index locates them); the writer enforces the limit per
 /// write batch, so the batch size is the same. Chosen by bench/results/indexes.md.
-const DATA_PAGE_ROWS: usize = 256;
+pub(crate) const DATA_PAGE_ROWS: usize = 256;
 
 /// Reader options that decode the footer and skip the page index.
 fn footer_only() -> ArrowReaderOptions {
@@ -68,21 +68,24 @@ pub enum CachedKind {
     PagedMetadata,
     KeyColumns,
     AllColumns,
+    /// Every column of the `n`th run of DATA_PAGE_ROWS rows of the row group (see row_fetch.rs).
+    Block(u32),
 }
 
 /// The caches every component of an instance reads through.
 pub struct ReadCaches {
     pub metadata: ByteLru<CacheKey, ArrowReaderMetadata>,
-    pub row_groups: ByteLru<CacheKey, Vec<ArrayRef>>,
+    /// Decoded columns: whole row groups for point reads, page-sized blocks for index fetches.
+    pub decoded: ByteLru<CacheKey, Vec<ArrayRef>>,
     /// Bytes read from component files, for benchmarks and metrics.
     pub bytes_read: AtomicU64,
 }
 
 impl ReadCaches {
-    pub fn new(metadata_bytes: usize, row_group_bytes: usize) -> Self {
+    pub fn new(metadata_bytes: usize, decoded_bytes: usize) -> Self {
         ReadCaches {
             metadata: ByteLru::new(metadata_bytes),
-            row_groups: ByteLru::new(row_group_bytes),
+            decoded: ByteLru::new(decoded_bytes),
             bytes_read: AtomicU64::new(0),
         }
     }
@@ -139,7 +142,7 @@ impl ChunkReader for ComponentFile {
     }
 }
 
-fn parquet_error(path: &Path, e: impl std::fmt::Display) -> StorageError {
+pub(crate) fn parquet_error(path: &Path, e: impl std::fmt::Display) -> StorageError {
     StorageError::Parquet {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -434,7 +437,7 @@ impl DiskComponent {
         Ok(component)
     }
 
-    fn cache_key(&self, row_group: u32, kind: CachedKind) -> CacheKey {
+    pub(crate) fn cache_key(&self, row_group: u32, kind: CachedKind) -> CacheKey {
         CacheKey {
             dataset_id: self.shape.id,
             component_id: self.id,
@@ -496,6 +499,10 @@ impl DiskComponent {
         )
     }
 
+    pub(crate) fn caches(&self) -> &ReadCaches {
+        &self.file.caches
+    }
+
     pub(crate) fn read_batches(
         &self,
         metadata: &ArrowReaderMetadata,
@@ -551,7 +558,7 @@ impl DiskComponent {
             CachedKind::AllColumns
         };
         let key = self.cache_key(row_group as u32, kind);
-        self.file.caches.row_groups.get_or_try_insert(&key, || {
+        self.file.caches.decoded.get_or_try_insert(&key, || {
             let metadata = self.metadata()?;
             let columns = self.read_columns(&metadata, row_group, keys_only)?;
             let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
@@ -651,13 +658,25 @@ impl DiskComponent {
         projection: Option<&[usize]>,
         selection: Option<RowSelection>,
     ) -> Result<Vec<RecordBatch>> {
+        self.read_projected(metadata, vec![row_group], projection, selection)
+    }
+
+    /// Reads `selection` of `row_groups` (all their rows without one) with columns
+    /// `projection` of the dataset schema, in the projection's order.
+    pub(crate) fn read_projected(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        row_groups: Vec<usize>,
+        projection: Option<&[usize]>,
+        selection: Option<RowSelection>,
+    ) -> Result<Vec<RecordBatch>> {
         let mask = match projection {
             Some(columns) => {
                 ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())
             }
             None => ProjectionMask::all(),
         };
-        let batches = self.read_batches(metadata, vec![row_group], mask, Some(8192), selection)?;
+        let batches = self.read_batches(metadata, row_groups, mask, Some(8192), selection)?;
         // The reader returns projected columns in schema order.
         match projection {
             Some(columns) if !columns.windows(2).all(|pair| pair[0] < pair[1]) => {
@@ -701,7 +720,7 @@ impl Drop for DiskComponent {
             let id = (self.shape.id, self.id);
             self.file
                 .caches
-                .row_groups
+                .decoded
                 .remove_where(|k| (k.dataset_id, k.component_id) == id);
             self.file
                 .caches

@@ -1,15 +1,14 @@
 //! A disk component's secondary indexes: read from their files on first use, built (and
-//! written) when a file is missing, dropped with their files; and the fetch of the rows an
-//! index names, reading only the pages that hold them.
+//! written) when a file is missing, dropped with their files. Fetching the rows an index names
+//! is row_fetch.rs.
 
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::{ComponentIndex, IndexDefinition, IndexKind, column_at_path};
 use crate::spatial_index::{SpatialIndex, column_boxes};
 use crate::text_index::TextIndex;
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::ArrayRef;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -240,59 +239,5 @@ impl DiskComponent {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
-    }
-
-    /// The rows `rows` (ascending, distinct) with columns `projection` of the dataset schema,
-    /// reading only the row groups, and within them the pages, that hold them.
-    pub fn fetch_rows(
-        &self,
-        rows: &[u64],
-        projection: Option<&[usize]>,
-    ) -> Result<Vec<RecordBatch>> {
-        debug_assert!(rows.windows(2).all(|w| w[0] < w[1]), "rows ascending");
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut row_groups = Vec::new();
-        let mut selectors = Vec::new();
-        let mut next = rows.iter().peekable();
-        for (group, (first, count)) in self.row_group_spans().into_iter().enumerate() {
-            let end = first + count;
-            let mut position = first;
-            let mut picked = false;
-            while let Some(&&row) = next.peek() {
-                if row >= end {
-                    break;
-                }
-                if !picked {
-                    row_groups.push(group);
-                    picked = true;
-                }
-                if row > position {
-                    selectors.push(RowSelector::skip((row - position) as usize));
-                }
-                selectors.push(RowSelector::select(1));
-                position = row + 1;
-                next.next();
-            }
-            if picked && position < end {
-                selectors.push(RowSelector::skip((end - position) as usize));
-            }
-        }
-        if next.peek().is_some() {
-            return Err(StorageError::corrupt(
-                &self.path,
-                "fetch of a row beyond the component",
-            ));
-        }
-        let metadata = self.paged_metadata()?;
-        let mask = match projection {
-            Some(columns) => {
-                ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())
-            }
-            None => ProjectionMask::all(),
-        };
-        let selection = RowSelection::from(selectors);
-        self.read_batches(&metadata, row_groups, mask, Some(8192), Some(selection))
     }
 }

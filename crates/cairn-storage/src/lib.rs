@@ -38,6 +38,7 @@ pub mod options;
 pub mod ordered_index;
 pub mod partition;
 pub mod predicate_cache;
+pub mod row_fetch;
 pub mod scan;
 pub mod secondary_index;
 pub mod shape;

@@ -54,8 +54,9 @@ pub struct StorageOptions {
     pub merge_size_ratio: f64,
     /// Rows per Parquet row group in components.
     pub row_group_rows: usize,
-    /// Byte budget of the decoded row-group cache used by point reads.
-    pub row_group_cache_bytes: usize,
+    /// Byte budget of the cache of decoded columns: row groups for point reads, page-sized
+    /// blocks for the rows an index names.
+    pub decoded_cache_bytes: usize,
     /// Byte budget of the Parquet metadata cache (footers; page locations for row fetches).
     pub metadata_cache_bytes: usize,
     /// Rows per component written by bulk load before starting another component.
@@ -90,7 +91,7 @@ impl Default for StorageOptions {
             merge_min_components: 4,
             merge_size_ratio: 4.0,
             row_group_rows: 16 * 1024,
-            row_group_cache_bytes: 256 << 20,
+            decoded_cache_bytes: 256 << 20,
             metadata_cache_bytes: 64 << 20,
             bulk_load_component_rows: 2_000_000,
             bulk_load_memory_bytes: 2 << 30,

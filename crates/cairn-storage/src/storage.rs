@@ -140,7 +140,7 @@ impl Storage {
         };
         let caches = Arc::new(ReadCaches::new(
             options.metadata_cache_bytes,
-            options.row_group_cache_bytes,
+            options.decoded_cache_bytes,
         ));
 
         let mut datasets = BTreeMap::new();

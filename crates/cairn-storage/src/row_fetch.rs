@@ -1,0 +1,368 @@
+//! Fetching the rows an index names from a disk component: a few rows through the cache of
+//! decoded blocks (a data page's worth of rows, decoded once and kept for the next short
+//! query), many rows by one read that decodes only their pages and leaves the cache alone.
+//!
+//! A block is the `n`th run of [`BLOCK_ROWS`] rows of a row group. The writer cuts every
+//! column's pages at the same multiples of DATA_PAGE_ROWS rows, so decoding a block decodes
+//! one page per column: the same pages a read of any one of its rows has to decompress.
+
+use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, parquet_error};
+use crate::error::{Result, StorageError};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::interleave_record_batch;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use std::sync::Arc;
+
+/// Rows per cached block.
+pub(crate) const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
+
+/// Most blocks a fetch decodes whole and caches. A fetch needing more blocks that are not
+/// cached (an index range holding thousands of rows spread over the component) reads only its
+/// rows instead: decoding whole pages would cost more than it saves, and filling the cache
+/// with them would evict the blocks short queries keep warm.
+pub(crate) const FETCH_DECODED_BLOCKS_MAX: usize = 256;
+
+/// One block a fetch needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block {
+    row_group: u32,
+    /// Position of the block in its row group.
+    index: u32,
+    /// The block's first row, counted from the start of the component.
+    first_row: u64,
+    rows: u64,
+}
+
+impl DiskComponent {
+    /// The rows `rows` (ascending, distinct) with columns `projection` of the dataset schema,
+    /// in the order of `rows`.
+    pub fn fetch_rows(
+        &self,
+        rows: &[u64],
+        projection: Option<&[usize]>,
+    ) -> Result<Vec<RecordBatch>> {
+        debug_assert!(rows.windows(2).all(|w| w[0] < w[1]), "rows ascending");
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (blocks, placements) = self.blocks_holding(rows)?;
+        let cache = &self.caches().decoded;
+        let mut decoded: Vec<Option<Arc<Vec<ArrayRef>>>> = blocks
+            .iter()
+            .map(|block| cache.get(&self.block_key(block)))
+            .collect();
+        let missing: Vec<usize> = (0..blocks.len())
+            .filter(|&i| decoded[i].is_none())
+            .collect();
+        if missing.len() > FETCH_DECODED_BLOCKS_MAX {
+            return self.read_rows(rows, projection);
+        }
+        if !missing.is_empty() {
+            let wanted: Vec<Block> = missing.iter().map(|&i| blocks[i]).collect();
+            for (i, columns) in missing.into_iter().zip(self.decode_blocks(&wanted)?) {
+                let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
+                let columns = Arc::new(columns);
+                cache.insert(self.block_key(&blocks[i]), columns.clone(), bytes);
+                decoded[i] = Some(columns);
+            }
+        }
+        let schema = self.shape.schema.clone();
+        let block_batches = decoded
+            .into_iter()
+            .map(|columns| {
+                let columns = columns.expect("every block decoded or cached");
+                RecordBatch::try_new(schema.clone(), columns.as_ref().clone())
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| parquet_error(&self.path, e))?;
+        let sources: Vec<&RecordBatch> = block_batches.iter().collect();
+        let batch = interleave_record_batch(&sources, &placements)
+            .map_err(|e| parquet_error(&self.path, e))?;
+        let batch = match projection {
+            Some(columns) => batch
+                .project(columns)
+                .map_err(|e| parquet_error(&self.path, e))?,
+            None => batch,
+        };
+        Ok(vec![batch])
+    }
+
+    /// The blocks holding `rows` (ascending), and for each row its block's position in that
+    /// list and its offset in the block.
+    fn blocks_holding(&self, rows: &[u64]) -> Result<(Vec<Block>, Vec<(usize, usize)>)> {
+        let spans = self.row_group_spans();
+        let mut blocks: Vec<Block> = Vec::new();
+        let mut placements = Vec::with_capacity(rows.len());
+        let mut group = 0;
+        for &row in rows {
+            while group < spans.len() && row >= spans[group].0 + spans[group].1 {
+                group += 1;
+            }
+            let Some(&(group_first, group_rows)) = spans.get(group) else {
+                return Err(StorageError::corrupt(
+                    &self.path,
+                    format!(
+                        "fetch of row {row}, beyond the component's {} rows",
+                        self.rows
+                    ),
+                ));
+            };
+            let index = (row - group_first) / BLOCK_ROWS;
+            let first_row = group_first + index * BLOCK_ROWS;
+            let block = Block {
+                row_group: group as u32,
+                index: index as u32,
+                first_row,
+                rows: BLOCK_ROWS.min(group_first + group_rows - first_row),
+            };
+            if blocks.last() != Some(&block) {
+                blocks.push(block);
+            }
+            placements.push((blocks.len() - 1, (row - first_row) as usize));
+        }
+        Ok((blocks, placements))
+    }
+
+    fn block_key(&self, block: &Block) -> crate::component::CacheKey {
+        self.cache_key(block.row_group, CachedKind::Block(block.index))
+    }
+
+    /// Decodes every column of `blocks` (ascending) in one read, each block into arrays of
+    /// its own (so a cached block holds no memory of the others).
+    fn decode_blocks(&self, blocks: &[Block]) -> Result<Vec<Vec<ArrayRef>>> {
+        let (row_groups, selection) =
+            self.selection_of(blocks.iter().map(|block| (block.first_row, block.rows)))?;
+        let metadata = self.paged_metadata()?;
+        let batches = self.read_batches(
+            &metadata,
+            row_groups,
+            parquet::arrow::ProjectionMask::all(),
+            Some(8192),
+            Some(selection),
+        )?;
+        let sources: Vec<&RecordBatch> = batches.iter().collect();
+        let mut read = batches
+            .iter()
+            .enumerate()
+            .flat_map(|(b, batch)| (0..batch.num_rows()).map(move |row| (b, row)));
+        let mut decoded = Vec::with_capacity(blocks.len());
+        for block in blocks {
+            let placements: Vec<(usize, usize)> = read.by_ref().take(block.rows as usize).collect();
+            if placements.len() != block.rows as usize {
+                return Err(StorageError::corrupt(
+                    &self.path,
+                    format!(
+                        "row group {} ended before its block {} did",
+                        block.row_group, block.index
+                    ),
+                ));
+            }
+            // Interleaving copies the rows, so the block owns compact arrays.
+            let batch = interleave_record_batch(&sources, &placements)
+                .map_err(|e| parquet_error(&self.path, e))?;
+            decoded.push(batch.columns().to_vec());
+        }
+        Ok(decoded)
+    }
+
+    /// `rows` (ascending) read directly: one read that decodes only the pages holding them.
+    fn read_rows(&self, rows: &[u64], projection: Option<&[usize]>) -> Result<Vec<RecordBatch>> {
+        let (row_groups, selection) = self.selection_of(rows.iter().map(|&row| (row, 1)))?;
+        let metadata = self.paged_metadata()?;
+        self.read_projected(&metadata, row_groups, projection, Some(selection))
+    }
+
+    /// The row groups holding `runs` (ascending, disjoint `(first row, rows)` runs, each
+    /// within one row group) and the selection of the runs' rows within those row groups.
+    fn selection_of(
+        &self,
+        runs: impl Iterator<Item = (u64, u64)>,
+    ) -> Result<(Vec<usize>, RowSelection)> {
+        let spans = self.row_group_spans();
+        let mut row_groups: Vec<usize> = Vec::new();
+        let mut selectors = Vec::new();
+        let mut position = 0u64; // the first row the selection has not yet passed
+        let skip_to = |selectors: &mut Vec<RowSelector>, position: u64, row: u64| {
+            if row > position {
+                selectors.push(RowSelector::skip((row - position) as usize));
+            }
+        };
+        let mut group = 0;
+        for (first, rows) in runs {
+            while group < spans.len() && first >= spans[group].0 + spans[group].1 {
+                group += 1;
+            }
+            let Some(&(group_first, group_rows)) = spans.get(group) else {
+                return Err(StorageError::corrupt(
+                    &self.path,
+                    format!(
+                        "fetch of row {first}, beyond the component's {} rows",
+                        self.rows
+                    ),
+                ));
+            };
+            debug_assert!(first >= position && first + rows <= group_first + group_rows);
+            if row_groups.last() != Some(&group) {
+                if let Some(&previous) = row_groups.last() {
+                    skip_to(
+                        &mut selectors,
+                        position,
+                        spans[previous].0 + spans[previous].1,
+                    );
+                }
+                row_groups.push(group);
+                position = group_first;
+            }
+            skip_to(&mut selectors, position, first);
+            selectors.push(RowSelector::select(rows as usize));
+            position = first + rows;
+        }
+        if let Some(&last) = row_groups.last() {
+            skip_to(&mut selectors, position, spans[last].0 + spans[last].1);
+        }
+        Ok((row_groups, RowSelection::from(selectors)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::component::{ReadCaches, write_component};
+    use crate::shape::DatasetShape;
+    use arrow::compute::concat_batches;
+    use cairn_model::json::record_from_json_text;
+    use cairn_model::{DataType, DatasetType, Field, Record, RecordType};
+    use rand::{Rng, SeedableRng};
+    use std::sync::atomic::Ordering;
+
+    /// Rows per row group: not a multiple of BLOCK_ROWS, so every row group ends in a short
+    /// block.
+    const ROW_GROUP_ROWS: usize = 5_000;
+    /// Enough rows for a fetch to need more than FETCH_DECODED_BLOCKS_MAX blocks.
+    const ROWS: usize = 120_000;
+
+    fn component(dir: &std::path::Path, caches: Arc<ReadCaches>) -> DiskComponent {
+        let job = RecordType::new(
+            vec![
+                Field::new("org", DataType::String),
+                Field::optional("end", DataType::Date),
+            ],
+            true,
+        )
+        .unwrap();
+        let record_type = RecordType::new(
+            vec![
+                Field::new("id", DataType::Int64),
+                Field::new("friends", DataType::List(Box::new(DataType::Int64))),
+                Field::new("jobs", DataType::List(Box::new(DataType::Object(job)))),
+                Field::optional("name", DataType::String),
+            ],
+            true,
+        )
+        .unwrap();
+        let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+        let shape = Arc::new(DatasetShape::new(7, "fetched", dataset_type, 1));
+        let records: Vec<Record> = (0..ROWS as i64)
+            .map(|id| {
+                let friends: Vec<String> = (0..id % 7).map(|f| (id * 10 + f).to_string()).collect();
+                let name = if id % 5 == 0 { String::new() } else { format!(r#", "name": "n{id}""#) };
+                let extra = if id % 3 == 0 { format!(r#", "open": {id}"#) } else { String::new() };
+                let text = format!(
+                    r#"{{"id": {id}, "friends": [{}], "jobs": [{{"org": "o{}", "end": "2020-01-0{}"}}]{name}{extra}}}"#,
+                    friends.join(", "),
+                    id % 11,
+                    1 + id % 9
+                );
+                record_from_json_text(&record_type, &text).unwrap()
+            })
+            .collect();
+        let path = dir.join("c1.parquet");
+        let refs: Vec<&Record> = records.iter().collect();
+        write_component(&path, &shape, &refs, ROW_GROUP_ROWS).unwrap();
+        DiskComponent::open(1, path, shape, caches).unwrap()
+    }
+
+    fn one_batch(component: &DiskComponent, batches: &[RecordBatch]) -> RecordBatch {
+        let schema = batches
+            .first()
+            .map(|b| b.schema())
+            .unwrap_or_else(|| component.shape.schema.clone());
+        concat_batches(&schema, batches).unwrap()
+    }
+
+    #[test]
+    fn fetches_through_blocks_equal_direct_reads_of_the_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
+        let component = component(dir.path(), caches);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let projections: [Option<Vec<usize>>; 3] = [None, Some(vec![2, 0]), Some(vec![1, 3, 4])];
+        for round in 0..40 {
+            let wanted = 1 + rng.random_range(0..300);
+            let mut rows: Vec<u64> = (0..wanted)
+                .map(|_| rng.random_range(0..ROWS as u64))
+                .collect();
+            if round % 4 == 0 {
+                // Row groups' first and last rows, where short blocks are.
+                rows.extend([0, 4_999, 5_000, 4_864, ROWS as u64 - 1]);
+            }
+            rows.sort_unstable();
+            rows.dedup();
+            let projection = projections[round % projections.len()].as_deref();
+            let fetched = component.fetch_rows(&rows, projection).unwrap();
+            let direct = component.read_rows(&rows, projection).unwrap();
+            let fetched = one_batch(&component, &fetched);
+            assert_eq!(fetched.num_rows(), rows.len());
+            assert_eq!(fetched, one_batch(&component, &direct), "rows {rows:?}");
+            let ids = fetched.column_by_name("id").map(|c| {
+                c.as_any()
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            });
+            if let Some(ids) = ids {
+                let expected: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+                assert_eq!(
+                    ids, expected,
+                    "rows come back in the order asked, ids equal to rows"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_repeated_fetch_reads_nothing_and_a_wide_one_leaves_the_cache_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
+        let component = component(dir.path(), caches.clone());
+        let rows: Vec<u64> = (0..100).map(|i| i * 797).collect();
+        component.fetch_rows(&rows, None).unwrap();
+        let read_before = caches.bytes_read.load(Ordering::Relaxed);
+        let cached = caches.decoded.used_bytes();
+        assert!(cached > 0, "the fetch cached its blocks");
+        let again = component.fetch_rows(&rows, Some(&[0])).unwrap();
+        assert_eq!(one_batch(&component, &again).num_rows(), rows.len());
+        assert_eq!(
+            caches.bytes_read.load(Ordering::Relaxed),
+            read_before,
+            "served from the cache"
+        );
+
+        // The last row of every block: each block once, most of them not cached.
+        let spread: Vec<u64> = (0..ROWS as u64)
+            .filter(|row| {
+                (row + 1) % ROW_GROUP_ROWS as u64 % BLOCK_ROWS == 0
+                    || (row + 1) % ROW_GROUP_ROWS as u64 == 0
+            })
+            .collect();
+        assert!(spread.len() - rows.len() > FETCH_DECODED_BLOCKS_MAX);
+        let wide = component.fetch_rows(&spread, Some(&[0])).unwrap();
+        assert_eq!(one_batch(&component, &wide).num_rows(), spread.len());
+        assert_eq!(
+            caches.decoded.used_bytes(),
+            cached,
+            "a wide fetch caches nothing"
+        );
+    }
+}
