@@ -162,8 +162,18 @@ pub struct SpatialAccess {
     pub index: String,
     pub field: String,
     pub queries: Vec<BoundingBox>,
+    /// For a join that keeps each outer row's nearest inner rows: each box's center and how
+    /// many nearest rows per box the join can use (see `spatial_nearest.rs`).
+    pub nearest: Option<NearestRows>,
     /// Entries meeting the box (an upper bound on rows: deleted rows still count).
     pub estimated_rows: u64,
+}
+
+/// Of the rows meeting each box, the `keep` nearest to the box's center (and their ties).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NearestRows {
+    pub centers: Vec<[f64; 2]>,
+    pub keep: usize,
 }
 
 /// `contains_word(field, word)` or `edit_distance_contains(field, word, k)` with constant
@@ -349,6 +359,7 @@ pub fn choose(
                         index: definition.name.clone(),
                         field: field.clone(),
                         queries: vec![filter.query],
+                        nearest: None,
                         estimated_rows: dataset
                             .spatial_estimate(&definition.name, &filter.query)?,
                     }));

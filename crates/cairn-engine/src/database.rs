@@ -45,6 +45,7 @@ impl Database {
             .with_physical_optimizer_rule(Arc::new(crate::index_top_k::IndexTopK))
             .with_physical_optimizer_rule(Arc::new(crate::index_join::IndexJoin))
             .with_physical_optimizer_rule(Arc::new(crate::spatial_join::SpatialIndexJoin))
+            .with_physical_optimizer_rule(Arc::new(crate::spatial_nearest::NearestNeighbourLimit))
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))
             .build();
         let context = SessionContext::new_with_state(state);

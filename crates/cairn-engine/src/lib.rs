@@ -49,6 +49,7 @@ pub mod scan_filter;
 pub mod script;
 pub mod secret;
 pub mod spatial_join;
+pub mod spatial_nearest;
 pub mod table;
 pub mod yield_points;
 

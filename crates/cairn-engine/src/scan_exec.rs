@@ -2,7 +2,7 @@
 //! one for a key lookup), reporting the storage's row counts, column bounds and null counts as
 //! DataFusion statistics so joins and filters are planned from real figures.
 
-use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, SpatialAccess};
+use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess};
 use crate::table::storage_error;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -255,14 +255,21 @@ impl DatasetScanExec {
     }
 
     /// The same scan reading only the rows whose `field` meets one of `queries`, through
-    /// rtree `index`.
-    pub fn with_boxes(&self, index: &str, field: &str, queries: Vec<BoundingBox>) -> Result<Self> {
+    /// rtree `index` (with `nearest`, only each box's nearest rows from disk components).
+    pub fn with_boxes(
+        &self,
+        index: &str,
+        field: &str,
+        queries: Vec<BoundingBox>,
+        nearest: Option<NearestRows>,
+    ) -> Result<Self> {
         DatasetScanExec::try_new(
             self.dataset.clone(),
             Access::Spatial(SpatialAccess {
                 index: index.to_string(),
                 field: field.to_string(),
                 queries,
+                nearest,
                 estimated_rows: 0,
             }),
             self.projection.clone(),
@@ -384,7 +391,17 @@ fn fetched_rows(
             projection,
         ),
         Access::Spatial(spatial) => {
-            dataset.spatial_scan_partition(partition, &spatial.index, &spatial.queries, projection)
+            let nearest = spatial
+                .nearest
+                .as_ref()
+                .map(|n| (n.centers.as_slice(), n.keep));
+            dataset.spatial_scan_partition(
+                partition,
+                &spatial.index,
+                &spatial.queries,
+                nearest,
+                projection,
+            )
         }
         Access::Text(text) => {
             dataset.text_scan_partition(partition, &text.index, &text.plan, projection)
@@ -549,6 +566,9 @@ impl DisplayAs for DatasetScanExec {
                     )?,
                     [] => write!(f, " meeting the join's boxes")?,
                     boxes => write!(f, " meeting {} boxes", boxes.len())?,
+                }
+                if let Some(nearest) = &spatial.nearest {
+                    write!(f, ", the {} nearest per box", nearest.keep)?;
                 }
             }
             Access::Text(text) => {

@@ -14,7 +14,7 @@
 //! trees count them, and if the rtree turns out dearer the inner side is read as planned. `SET cairn.join_method = 'hash'` turns these
 //! joins off too; `'index'` forces them wherever an rtree serves.
 
-use crate::access_path::JoinOverride;
+use crate::access_path::{JoinOverride, NearestRows};
 use crate::index_join::{
     left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_column, scan_under,
     with_scan,
@@ -189,7 +189,7 @@ fn plan_spatial_join(
         }
         let with_boxes = with_scan(
             inner,
-            Arc::new(scan.with_boxes(&index, &field, Vec::new())?),
+            Arc::new(scan.with_boxes(&index, &field, Vec::new(), None)?),
         )?;
         let exec = SpatialIndexJoinExec {
             join: Arc::new(NestedLoopJoinExecBuilder::from(join).build()?),
@@ -199,6 +199,7 @@ fn plan_spatial_join(
             outer_shape: condition.outer_shape,
             index,
             field,
+            nearest: None,
             scan_cost,
             inner_rows,
             estimated_outer_rows: outer_rows,
@@ -219,15 +220,18 @@ fn plan_spatial_join(
 #[derive(Debug)]
 pub struct SpatialIndexJoinExec {
     /// The join as planned: its filter, type, projection and the inner side as it was.
-    join: Arc<NestedLoopJoinExec>,
-    inner_side: JoinSide,
-    outer: Arc<dyn ExecutionPlan>,
+    pub(crate) join: Arc<NestedLoopJoinExec>,
+    pub(crate) inner_side: JoinSide,
+    pub(crate) outer: Arc<dyn ExecutionPlan>,
     /// The inner side reading through the rtree (its boxes filled in at run time).
-    inner: Arc<dyn ExecutionPlan>,
+    pub(crate) inner: Arc<dyn ExecutionPlan>,
     /// Each outer row's shape, over the outer side's columns.
-    outer_shape: Arc<dyn PhysicalExpr>,
-    index: String,
-    field: String,
+    pub(crate) outer_shape: Arc<dyn PhysicalExpr>,
+    pub(crate) index: String,
+    pub(crate) field: String,
+    /// Set when the plan above uses only each outer row's nearest inner rows
+    /// (`spatial_nearest.rs`).
+    pub(crate) nearest: Option<NearestJoin>,
     /// What reading the inner side as planned costs, and the rows it reads (for the run-time
     /// choice).
     scan_cost: f64,
@@ -235,6 +239,36 @@ pub struct SpatialIndexJoinExec {
     estimated_outer_rows: f64,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+}
+
+/// What a spatial index join reads of each outer row's candidates when only the nearest
+/// matter: the `keep` nearest to the row's `center` (over the outer side's columns), and
+/// their ties.
+#[derive(Debug, Clone)]
+pub(crate) struct NearestJoin {
+    pub(crate) keep: usize,
+    pub(crate) center: Arc<dyn PhysicalExpr>,
+}
+
+impl SpatialIndexJoinExec {
+    /// This join reading only each outer row's `nearest` candidates.
+    pub(crate) fn with_nearest(&self, nearest: NearestJoin) -> SpatialIndexJoinExec {
+        SpatialIndexJoinExec {
+            join: self.join.clone(),
+            inner_side: self.inner_side,
+            outer: self.outer.clone(),
+            inner: self.inner.clone(),
+            outer_shape: self.outer_shape.clone(),
+            index: self.index.clone(),
+            field: self.field.clone(),
+            nearest: Some(nearest),
+            scan_cost: self.scan_cost,
+            inner_rows: self.inner_rows,
+            estimated_outer_rows: self.estimated_outer_rows,
+            properties: self.properties.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
 }
 
 impl DisplayAs for SpatialIndexJoinExec {
@@ -253,6 +287,13 @@ impl DisplayAs for SpatialIndexJoinExec {
             },
             self.estimated_outer_rows,
         )?;
+        if let Some(nearest) = &self.nearest {
+            write!(
+                f,
+                ", the {} nearest per outer row to {}",
+                nearest.keep, nearest.center
+            )?;
+        }
         if let Some(filter) = self.join.filter() {
             write!(f, ", filter={}", filter.expression())?;
         }
@@ -296,6 +337,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
             outer_shape: self.outer_shape.clone(),
             index: self.index.clone(),
             field: self.field.clone(),
+            nearest: self.nearest.clone(),
             scan_cost: self.scan_cost,
             inner_rows: self.inner_rows,
             estimated_outer_rows: self.estimated_outer_rows,
@@ -332,9 +374,11 @@ impl ExecutionPlan for SpatialIndexJoinExec {
         let outer_shape = self.outer_shape.clone();
         let (index, field) = (self.index.clone(), self.field.clone());
         let (scan_cost, inner_rows) = (self.scan_cost, self.inner_rows);
+        let nearest = self.nearest.clone();
         let run = async move {
             let outer_batches = collect(outer.clone(), context.clone()).await?;
             let mut boxes: Vec<BoundingBox> = Vec::new();
+            let mut centers: Vec<[f64; 2]> = Vec::new();
             for batch in &outer_batches {
                 let shapes = outer_shape.evaluate(batch)?.into_array(batch.num_rows())?;
                 let Some(shape_boxes) = column_boxes(shapes.as_ref()) else {
@@ -342,15 +386,40 @@ impl ExecutionPlan for SpatialIndexJoinExec {
                         "the spatial join's outer shape {outer_shape} is not a point, rectangle or circle"
                     );
                 };
-                boxes.extend(shape_boxes.into_iter().flatten());
+                let Some(nearest) = &nearest else {
+                    boxes.extend(shape_boxes.into_iter().flatten());
+                    continue;
+                };
+                // A point's box is the point: its corner is the center.
+                let points = nearest
+                    .center
+                    .evaluate(batch)?
+                    .into_array(batch.num_rows())?;
+                let Some(point_boxes) = column_boxes(points.as_ref()) else {
+                    return internal_err!(
+                        "the spatial join's nearest-row center {} is not a point",
+                        nearest.center
+                    );
+                };
+                for (shape, point) in shape_boxes.into_iter().zip(point_boxes) {
+                    if let (Some(shape), Some(point)) = (shape, point) {
+                        boxes.push(shape);
+                        centers.push([point[0], point[1]]);
+                    }
+                }
             }
             boxes_metric.add(boxes.len());
+            let nearest_rows = nearest.as_ref().map(|n| NearestRows {
+                centers: centers.clone(),
+                keep: n.keep,
+            });
             let scan = inner
                 .transform_up(|node| match node.downcast_ref::<DatasetScanExec>() {
                     Some(scan) => Ok(Transformed::yes(Arc::new(scan.with_boxes(
                         &index,
                         &field,
                         boxes.clone(),
+                        nearest_rows.clone(),
                     )?) as _)),
                     None => Ok(Transformed::no(node)),
                 })
@@ -361,10 +430,13 @@ impl ExecutionPlan for SpatialIndexJoinExec {
             let planned = join_cost(outer_rows, inner_rows, scan_cost, None);
             let mut candidates = 0u64;
             if let Some(dataset) = find_dataset(&scan) {
+                // Reading only the nearest, a box yields about `keep` rows per component.
+                let per_box_max = nearest.as_ref().map_or(u64::MAX, |n| n.keep as u64);
                 for query in &boxes {
                     candidates += dataset
                         .spatial_estimate(&index, query)
-                        .map_err(storage_error)?;
+                        .map_err(storage_error)?
+                        .min(per_box_max);
                     if join_cost(outer_rows, inner_rows, scan_cost, Some(candidates as f64))
                         > planned
                     {

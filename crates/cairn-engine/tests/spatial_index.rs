@@ -208,3 +208,86 @@ async fn bad_rtree_definitions_are_refused_by_name() {
         assert!(error.contains(expected), "{statement}: {error}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nearest_neighbour_limits_are_pushed_into_spatial_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.execute_script(
+        "CREATE TYPE Place AS { id: int64, at: point };
+         CREATE DATASET Places(Place) PRIMARY KEY id WITH (partitions = 2)",
+    )
+    .await
+    .unwrap();
+    // Whole-number coordinates: many neighbours at equal distances, so ties at the k-th
+    // nearest are common.
+    let mut rng = StdRng::seed_from_u64(61);
+    let mut place = |id: i64| {
+        let (x, y) = (rng.random_range(0..60), rng.random_range(0..60));
+        format!(r#"{{"id": {id}, "at": [{x}, {y}]}}"#)
+    };
+    // Two disk components, rows moved by upserts and deleted after the flushes, and rows
+    // only in the memory component.
+    for (first, count) in [(0, 6_000), (6_000, 3_000)] {
+        let batch: Vec<String> = (first..first + count).map(&mut place).collect();
+        db.sql(&format!("UPSERT INTO Places [{}]", batch.join(", ")))
+            .await
+            .unwrap();
+        db.storage().flush("Places").unwrap();
+    }
+    let moved: Vec<String> = (0..400).map(|i| place(i * 7)).collect();
+    db.sql(&format!("UPSERT INTO Places [{}]", moved.join(", ")))
+        .await
+        .unwrap();
+    db.sql("DELETE FROM Places WHERE id % 13 = 0")
+        .await
+        .unwrap();
+    db.sql("CREATE INDEX places_at ON Places(at) TYPE RTREE")
+        .await
+        .unwrap();
+
+    let nearest = |k: &str, extra: &str| {
+        format!(
+            "WITH neighbours AS (SELECT o.id, n.id AS neighbour, row_number() OVER \
+             (PARTITION BY o.id ORDER BY spatial_distance(o.at, n.at), n.id) AS nearness \
+             FROM Places o JOIN Places n ON spatial_intersect(n.at, circle(o.at, 4)) \
+             AND n.id <> o.id{extra} WHERE o.id < 60) \
+             SELECT id, neighbour, nearness FROM neighbours WHERE nearness {k} ORDER BY id, nearness"
+        )
+    };
+    for (query, pushed) in [
+        (nearest("<= 3", ""), Some(4)),
+        (nearest("< 6", ""), Some(6)),
+        (nearest("<= 1", ""), Some(2)),
+        // Another condition on the pair could drop any candidate: nothing is pushed.
+        (nearest("<= 3", " AND n.id % 2 = 0"), None),
+    ] {
+        let plan = explain(&db, &query).await;
+        match pushed {
+            Some(keep) => assert!(
+                plan.contains(&format!("the {keep} nearest per outer row")),
+                "{query}\n{plan}"
+            ),
+            None => assert!(!plan.contains("nearest per outer row"), "{plan}"),
+        }
+        assert!(plan.contains("SpatialIndexJoinExec"), "{plan}");
+        let answer = rows(&db, &query).await;
+        // 55 live outer places (ids below 60, less multiples of 13), each with neighbours.
+        assert!(answer.len() >= 55, "{}", answer.len());
+        assert_eq!(answer, rows_with(&db, "hash", &query).await, "{query}");
+    }
+    // Ranked farthest first, the nearest candidates are the wrong ones: nothing is pushed.
+    let farthest = nearest("<= 3", "").replace(
+        "spatial_distance(o.at, n.at), n.id",
+        "spatial_distance(o.at, n.at) DESC, n.id",
+    );
+    assert!(
+        !explain(&db, &farthest)
+            .await
+            .contains("nearest per outer row")
+    );
+    assert_eq!(
+        rows(&db, &farthest).await,
+        rows_with(&db, "hash", &farthest).await
+    );
+}

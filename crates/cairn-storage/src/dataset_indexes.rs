@@ -82,12 +82,13 @@ impl Dataset {
     /// The live rows of partition `partition` an index search names, with columns
     /// `projection` of the dataset schema: memory and frozen records that pass
     /// `record_matches`, and the rows `component_rows` finds in each disk component (any
-    /// order, repeats allowed), less the deleted ones.
+    /// order, repeats allowed), less the deleted ones. `component_rows` is told which rows
+    /// are live, for searches that rank what they find.
     pub(crate) fn scan_through_index(
         &self,
         partition: usize,
         record_matches: &dyn Fn(&Record) -> bool,
-        component_rows: &dyn Fn(&DiskComponent) -> Result<Vec<u64>>,
+        component_rows: &dyn Fn(&DiskComponent, &dyn Fn(u64) -> bool) -> Result<Vec<u64>>,
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let Some(state) = self.partitions.get(partition) else {
@@ -110,7 +111,7 @@ impl Dataset {
         for (component, deleted) in slots {
             match component {
                 ComponentRef::Disk(disk) => {
-                    let mut rows = component_rows(&disk)?;
+                    let mut rows = component_rows(&disk, &|row| !deleted.contains(row))?;
                     rows.retain(|row| !deleted.contains(*row));
                     if rows.is_empty() {
                         continue;

@@ -49,23 +49,52 @@ impl Dataset {
 
     /// The live rows of partition `partition` whose indexed point or rectangle meets one of
     /// `queries` (each row once), found through rtree `name`, with columns `projection` of
-    /// the dataset schema.
+    /// the dataset schema. With `nearest` = `(centers, keep)`, each disk component gives for
+    /// query `i` only its `keep` live rows nearest to `centers[i]` and their ties (see
+    /// [`SpatialIndex::nearest`]); memory rows are all given.
+    ///
+    /// [`SpatialIndex::nearest`]: crate::spatial_index::SpatialIndex::nearest
     pub fn spatial_scan_partition(
         &self,
         partition: usize,
         name: &str,
         queries: &[BoundingBox],
+        nearest: Option<(&[[f64; 2]], usize)>,
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.rtree_definition(name)?;
+        if let Some((centers, _)) = nearest
+            && centers.len() != queries.len()
+        {
+            return Err(StorageError::InvalidDefinition {
+                dataset: self.shape.name.clone(),
+                message: format!(
+                    "a nearest-rows search of rtree {name} needs a center per box: {} boxes, {} centers",
+                    queries.len(),
+                    centers.len()
+                ),
+            });
+        }
         self.scan_through_index(
             partition,
             &|r| self.meets(&definition, r, queries),
-            &|disk| {
+            &|disk, live| {
                 let index = disk.spatial_index(&definition)?;
                 let mut rows = Vec::new();
-                for query in queries {
-                    index.search(query, &mut |row| rows.push(row as u64));
+                match nearest {
+                    Some((centers, keep)) => {
+                        let live = |row: u32| live(u64::from(row));
+                        let mut kept = Vec::new();
+                        for (query, center) in queries.iter().zip(centers) {
+                            index.nearest(query, *center, keep, &live, &mut kept);
+                        }
+                        rows.extend(kept.into_iter().map(u64::from));
+                    }
+                    None => {
+                        for query in queries {
+                            index.search(query, &mut |row| rows.push(row as u64));
+                        }
+                    }
                 }
                 Ok(rows) // boxes may overlap: the scan drops repeats
             },

@@ -58,7 +58,7 @@ impl Dataset {
         self.scan_through_index(
             partition,
             &|r| self.is_candidate(&definition, plan, r),
-            &|disk| {
+            &|disk, _| {
                 let candidates = disk.text_index(&definition)?.candidates(plan);
                 Ok(candidates.iter().map(u64::from).collect())
             },

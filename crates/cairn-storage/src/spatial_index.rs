@@ -123,6 +123,13 @@ fn union(boxes: &[BoundingBox]) -> BoundingBox {
     )
 }
 
+/// The squared distance from `point` to the nearest point of `b`.
+fn distance_squared(b: &BoundingBox, point: [f64; 2]) -> f64 {
+    let dx = (b[0] - point[0]).max(point[0] - b[2]).max(0.0);
+    let dy = (b[1] - point[1]).max(point[1] - b[3]).max(0.0);
+    dx * dx + dy * dy
+}
+
 fn center(b: &BoundingBox, axis: usize) -> f64 {
     (b[axis] + b[axis + 2]) / 2.0
 }
@@ -174,6 +181,43 @@ impl SpatialIndex {
 
     /// Calls `visit(row)` for the component row of every entry whose box meets `query`.
     pub fn search(&self, query: &BoundingBox, visit: &mut dyn FnMut(u32)) {
+        self.search_entries(query, &mut |entry| visit(self.rows[entry]));
+    }
+
+    /// Adds to `out` the component rows of the entries meeting `query` for which `live`
+    /// holds, cut to the `keep` nearest to `center` and every other entry as near as the
+    /// farthest of those. Ties all stay, so however a query breaks them, its `keep` nearest
+    /// rows are among those added. Distances are to the nearest point of an entry's box:
+    /// exact for points, whose boxes are the points themselves.
+    pub fn nearest(
+        &self,
+        query: &BoundingBox,
+        center: [f64; 2],
+        keep: usize,
+        live: &dyn Fn(u32) -> bool,
+        out: &mut Vec<u32>,
+    ) {
+        let mut found: Vec<(f64, u32)> = Vec::new();
+        self.search_entries(query, &mut |entry| {
+            let row = self.rows[entry];
+            if live(row) {
+                found.push((distance_squared(&self.boxes[entry], center), row));
+            }
+        });
+        if keep == 0 {
+            return;
+        }
+        if found.len() > keep {
+            let (_, farthest_kept, _) =
+                found.select_nth_unstable_by(keep - 1, |a, b| a.0.total_cmp(&b.0));
+            let limit = farthest_kept.0;
+            found.retain(|&(distance, _)| distance <= limit);
+        }
+        out.extend(found.into_iter().map(|(_, row)| row));
+    }
+
+    /// Calls `visit(entry)` for every entry whose box meets `query`.
+    fn search_entries(&self, query: &BoundingBox, visit: &mut dyn FnMut(usize)) {
         let Some(top) = self.levels.len().checked_sub(1) else {
             return;
         };
@@ -185,7 +229,7 @@ impl SpatialIndex {
         level: usize,
         node: usize,
         query: &BoundingBox,
-        visit: &mut dyn FnMut(u32),
+        visit: &mut dyn FnMut(usize),
     ) {
         if !boxes_intersect(&self.levels[level][node], query) {
             return;
@@ -195,7 +239,7 @@ impl SpatialIndex {
             let end = children.end.min(self.boxes.len());
             for entry in children.start..end {
                 if boxes_intersect(&self.boxes[entry], query) {
-                    visit(self.rows[entry]);
+                    visit(entry);
                 }
             }
         } else {
@@ -324,6 +368,56 @@ mod tests {
             }
             let reread = SpatialIndex::from_packed(index.boxes.clone(), index.rows.clone());
             assert_eq!(reread.levels, index.levels);
+        }
+    }
+
+    /// `nearest` keeps exactly the live entries meeting the query that are no farther than
+    /// the `keep`th nearest live one, ties included.
+    #[test]
+    fn nearest_keeps_the_nearest_live_entries_and_their_ties() {
+        // Points on a grid: many equal distances.
+        let entries: Vec<(BoundingBox, u32)> = (0..400u32)
+            .map(|row| {
+                let (x, y) = ((row % 20) as f64, (row / 20) as f64);
+                ([x, y, x, y], row)
+            })
+            .collect();
+        let index = SpatialIndex::build(entries.clone());
+        let live = |row: u32| row % 7 != 3;
+        for (center, half, keep) in [
+            ([10.0, 10.0], 5.0, 1),
+            ([10.0, 10.0], 5.0, 5),
+            ([3.5, 4.0], 3.0, 11),
+            ([0.0, 0.0], 20.0, 400),
+            ([10.0, 10.0], 0.5, 3),
+        ] {
+            let query = [
+                center[0] - half,
+                center[1] - half,
+                center[0] + half,
+                center[1] + half,
+            ];
+            let mut kept = Vec::new();
+            index.nearest(&query, center, keep, &live, &mut kept);
+            kept.sort_unstable();
+            let mut candidates: Vec<(f64, u32)> = entries
+                .iter()
+                .filter(|(b, row)| boxes_intersect(b, &query) && live(*row))
+                .map(|(b, row)| ((b[0] - center[0]).hypot(b[1] - center[1]), *row))
+                .collect();
+            candidates.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let limit = candidates
+                .get(keep - 1)
+                .map(|c| c.0)
+                .unwrap_or(f64::INFINITY);
+            let mut expected: Vec<u32> = candidates
+                .iter()
+                .filter(|c| c.0 <= limit + 1e-9)
+                .map(|c| c.1)
+                .collect();
+            expected.sort_unstable();
+            assert_eq!(kept, expected, "center {center:?}, keep {keep}");
+            assert!(kept.len() >= keep.min(candidates.len()));
         }
     }
 }
