@@ -82,7 +82,11 @@ fn limit_nearest(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Executi
         let Some((rank_column, k)) = rank_bound(conjunct) else {
             continue;
         };
-        let Some((window_exprs, window_input, column)) = window_under(filter.input(), rank_column)
+        let Some(WindowColumn {
+            exprs: window_exprs,
+            input: window_input,
+            column,
+        }) = window_under(filter.input(), rank_column)
         else {
             continue;
         };
@@ -157,23 +161,32 @@ fn rank_bound(conjunct: &Arc<dyn PhysicalExpr>) -> Option<(usize, u64)> {
         .then_some((column.index(), k as u64))
 }
 
-/// The window operator that output column `column` of `plan` comes from (through column
-/// projections): its window expressions, its input, and the column in its output.
-fn window_under(
-    plan: &Arc<dyn ExecutionPlan>,
+/// A window operator and one of its output columns.
+struct WindowColumn<'a> {
+    exprs: Vec<Arc<dyn WindowExpr>>,
+    input: &'a Arc<dyn ExecutionPlan>,
     column: usize,
-) -> Option<(Vec<Arc<dyn WindowExpr>>, &Arc<dyn ExecutionPlan>, usize)> {
+}
+
+/// The window operator that output column `column` of `plan` comes from (through column
+/// projections), and that column in its output.
+fn window_under(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Option<WindowColumn<'_>> {
     if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
         let expr = &projection.expr().get(column)?.expr;
         return window_under(projection.input(), expr.downcast_ref::<Column>()?.index());
     }
-    if let Some(window) = plan.downcast_ref::<BoundedWindowAggExec>() {
-        return Some((window.window_expr().to_vec(), window.input(), column));
-    }
-    if let Some(window) = plan.downcast_ref::<WindowAggExec>() {
-        return Some((window.window_expr().to_vec(), window.input(), column));
-    }
-    None
+    let (exprs, input) = if let Some(window) = plan.downcast_ref::<BoundedWindowAggExec>() {
+        (window.window_expr(), window.input())
+    } else if let Some(window) = plan.downcast_ref::<WindowAggExec>() {
+        (window.window_expr(), window.input())
+    } else {
+        return None;
+    };
+    Some(WindowColumn {
+        exprs: exprs.to_vec(),
+        input,
+        column,
+    })
 }
 
 fn is_row_number(expr: &Arc<dyn WindowExpr>) -> bool {

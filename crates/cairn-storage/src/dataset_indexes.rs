@@ -14,7 +14,7 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
 use crate::secondary_index::{
-    CoveredColumn, IndexDefinition, IndexRange, ranges_contain, value_at_path,
+    CoveredColumn, EncodedRange, IndexDefinition, IndexRange, ranges_contain, value_at_path,
 };
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
@@ -43,6 +43,10 @@ fn covered_batch(
         .collect();
     RecordBatch::try_new(Arc::new(projected), columns).map_err(StorageError::from)
 }
+
+/// A search of one disk component for the rows an index names, told which rows are live.
+pub(crate) type ComponentRows<'a> =
+    dyn Fn(&DiskComponent, &dyn Fn(u64) -> bool) -> Result<Vec<u64>> + 'a;
 
 impl Dataset {
     /// How many rows an index search names over every partition: memory and frozen records
@@ -88,7 +92,7 @@ impl Dataset {
         &self,
         partition: usize,
         record_matches: &dyn Fn(&Record) -> bool,
-        component_rows: &dyn Fn(&DiskComponent, &dyn Fn(u64) -> bool) -> Result<Vec<u64>>,
+        component_rows: &ComponentRows,
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let Some(state) = self.partitions.get(partition) else {
@@ -357,14 +361,19 @@ impl Dataset {
         };
         let covering = definition.covering(&self.shape.schema, projection);
         let mut batches = Vec::new();
+        // The ranges' bounds, encoded once for every component (a join's lookup holds one
+        // range per key).
+        let mut encoded: Option<Vec<Option<EncodedRange>>> = None;
         for (component, deleted) in slots {
             match component {
                 ComponentRef::Disk(disk) if covering.is_some() => {
                     // Index-only: the entries hold every column the query reads.
                     let index = disk.index(&definition)?;
-                    let positions: Vec<usize> = ranges
+                    let encoded = encoded.get_or_insert_with(|| index.encode_ranges(ranges));
+                    let positions: Vec<usize> = encoded
                         .iter()
-                        .flat_map(|range| index.positions(range))
+                        .flatten()
+                        .flat_map(|range| index.positions_encoded(range))
                         .filter(|&p| !deleted.contains(index.entry(p).1 as u64))
                         .collect();
                     if positions.is_empty() {
@@ -382,9 +391,11 @@ impl Dataset {
                 }
                 ComponentRef::Disk(disk) => {
                     let index = disk.index(&definition)?;
-                    let mut rows: Vec<u64> = ranges
+                    let encoded = encoded.get_or_insert_with(|| index.encode_ranges(ranges));
+                    let mut rows: Vec<u64> = encoded
                         .iter()
-                        .flat_map(|range| index.rows(index.positions(range)))
+                        .flatten()
+                        .flat_map(|range| index.rows(index.positions_encoded(range)))
                         .map(|&r| r as u64)
                         .filter(|r| !deleted.contains(*r))
                         .collect();

@@ -22,6 +22,10 @@ pub(crate) const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
 /// with them would evict the blocks short queries keep warm.
 pub(crate) const FETCH_DECODED_BLOCKS_MAX: usize = 256;
 
+/// Where a fetched row is: its block's position among the fetch's blocks, and its offset in
+/// the block.
+type Placement = (usize, usize);
+
 /// One block a fetch needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Block {
@@ -89,7 +93,7 @@ impl DiskComponent {
 
     /// The blocks holding `rows` (ascending), and for each row its block's position in that
     /// list and its offset in the block.
-    fn blocks_holding(&self, rows: &[u64]) -> Result<(Vec<Block>, Vec<(usize, usize)>)> {
+    fn blocks_holding(&self, rows: &[u64]) -> Result<(Vec<Block>, Vec<Placement>)> {
         let spans = self.row_group_spans();
         let mut blocks: Vec<Block> = Vec::new();
         let mut placements = Vec::with_capacity(rows.len());
@@ -352,7 +356,7 @@ mod tests {
         // The last row of every block: each block once, most of them not cached.
         let spread: Vec<u64> = (0..ROWS as u64)
             .filter(|row| {
-                (row + 1) % ROW_GROUP_ROWS as u64 % BLOCK_ROWS == 0
+                ((row + 1) % ROW_GROUP_ROWS as u64).is_multiple_of(BLOCK_ROWS)
                     || (row + 1) % ROW_GROUP_ROWS as u64 == 0
             })
             .collect();

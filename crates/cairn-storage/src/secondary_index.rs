@@ -335,6 +335,13 @@ pub fn ranges_contain(ranges: &[IndexRange], value: &Value) -> bool {
     starts_at_or_below > 0 && ranges[starts_at_or_below - 1].contains(value)
 }
 
+/// A range's bounds in row format, as [`ComponentIndex::positions_encoded`] compares them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedRange {
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+}
+
 /// One component's entries of one index, in value order.
 pub struct ComponentIndex {
     field_types: Vec<DataType>,
@@ -430,29 +437,49 @@ impl ComponentIndex {
     /// Positions `[start, end)` of the entries whose leading field lies in `range`. A bound of
     /// another type than the field matches nothing.
     pub fn positions(&self, range: &IndexRange) -> std::ops::Range<usize> {
+        match self.encode_range(range) {
+            Some(encoded) => self.positions_encoded(&encoded),
+            None => 0..0,
+        }
+    }
+
+    /// `ranges` with their bounds encoded once, for searching many components of one index
+    /// (`None` for a range with a bound of another type than the field: it matches nothing).
+    pub fn encode_ranges(&self, ranges: &[IndexRange]) -> Vec<Option<EncodedRange>> {
+        ranges
+            .iter()
+            .map(|range| self.encode_range(range))
+            .collect()
+    }
+
+    fn encode_range(&self, range: &IndexRange) -> Option<EncodedRange> {
+        let encode = |bound: &Option<Value>| match bound {
+            None => Some(None),
+            Some(value) => self.encode_leading(value).map(Some),
+        };
+        Some(EncodedRange {
+            lower: encode(&range.lower)?,
+            upper: encode(&range.upper)?,
+        })
+    }
+
+    /// [`ComponentIndex::positions`] of a range [`ComponentIndex::encode_ranges`] encoded.
+    pub fn positions_encoded(&self, range: &EncodedRange) -> std::ops::Range<usize> {
         let n = self.rows.len();
         // Leading-field encodings are self-delimiting, so an entry's bytes start with its
         // leading field's encoding: comparing whole entries with a lower bound, and entries
         // cut to the bound's length with an upper bound, compares leading fields.
         let start = match &range.lower {
             None => 0,
-            Some(value) => match self.encode_leading(value) {
-                Some(lower) => {
-                    partition_point(n, |i| self.values.row(i).as_ref() < lower.as_slice())
-                }
-                None => return 0..0,
-            },
+            Some(lower) => partition_point(n, |i| self.values.row(i).as_ref() < lower.as_slice()),
         };
         let end = match &range.upper {
             None => n,
-            Some(value) => match self.encode_leading(value) {
-                Some(upper) => partition_point(n, |i| {
-                    let bytes = self.values.row(i);
-                    let bytes = bytes.as_ref();
-                    &bytes[..bytes.len().min(upper.len())] <= upper.as_slice()
-                }),
-                None => return 0..0,
-            },
+            Some(upper) => partition_point(n, |i| {
+                let bytes = self.values.row(i);
+                let bytes = bytes.as_ref();
+                &bytes[..bytes.len().min(upper.len())] <= upper.as_slice()
+            }),
         };
         start..end.max(start)
     }
