@@ -18,7 +18,7 @@
 //! window and the join but sorts, repartitions and projections, and no filter between the
 //! join and its rtree scan.
 
-use crate::index_join::scan_column;
+use crate::index_join::{outer_inner, scan_column, scan_under};
 use crate::scan_exec::DatasetScanExec;
 use crate::spatial_join::{NearestJoin, SpatialIndexJoinExec};
 use datafusion::common::config::ConfigOptions;
@@ -27,7 +27,7 @@ use datafusion::common::{JoinSide, JoinType, ScalarValue};
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
-use datafusion::physical_expr::utils::split_conjunction;
+use datafusion::physical_expr::utils::{collect_columns, split_conjunction};
 use datafusion::physical_expr::window::StandardWindowExpr;
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -36,6 +36,7 @@ use datafusion::physical_plan::WindowExpr;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::utils::ColumnIndex;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
@@ -260,9 +261,11 @@ fn nearest_join(
             (JoinSide::Right, column - left_columns)
         })
     };
-    let distance = exprs.pop().expect("the distance was pushed last");
+    let Some((distance, partition_by)) = exprs.split_last() else {
+        return Ok(None);
+    };
     // The window partitions by outer columns only.
-    for expr in &exprs {
+    for expr in partition_by {
         if on_side(expr, outer_side, &child_column).is_none() {
             return Ok(None);
         }
@@ -282,7 +285,8 @@ fn nearest_join(
         let Some((side, column)) = inner_column else {
             continue;
         };
-        if side != join.inner_side || !is_indexed_field(join, column)? {
+        let indexed = inner_field(join, column).is_some_and(|(_, field)| field == join.field);
+        if side != join.inner_side || !indexed {
             continue;
         }
         if let Some(rewritten) = on_side(outer_point, outer_side, &child_column) {
@@ -295,7 +299,7 @@ fn nearest_join(
     if !is_circle_around(&join.outer, &join.outer_shape, &center)? {
         return Ok(None);
     }
-    let Some(excluded) = key_exclusions(join)? else {
+    let Some(excluded) = key_exclusions(join) else {
         return Ok(None);
     };
     let join_node = plan.clone();
@@ -370,21 +374,13 @@ fn on_side(
     only_side.then_some(rewritten)
 }
 
-/// Whether column `column` of the join's inner child is the field its rtree indexes.
-fn is_indexed_field(join: &SpatialIndexJoinExec, column: usize) -> Result<bool> {
-    let inner = crate::index_join::outer_inner(
-        join.inner_side,
-        join.join.left().clone(),
-        join.join.right().clone(),
-    )
-    .1;
-    let Ok(scan_column) = scan_column(&inner, column) else {
-        return Ok(false);
-    };
-    let Some(scan) = crate::index_join::scan_under(&inner, column) else {
-        return Ok(false);
-    };
-    Ok(scan.schema().field(scan_column).name() == &join.field)
+/// The dataset scan under the join's inner child and the name of the scan's field that the
+/// child's column `column` passes on (`None` if it is computed).
+fn inner_field(join: &SpatialIndexJoinExec, column: usize) -> Option<(&DatasetScanExec, String)> {
+    let (_, inner) = outer_inner(join.inner_side, join.join.left(), join.join.right());
+    let scan = scan_under(inner, column)?;
+    let field = scan_column(inner, column).ok()?;
+    Some((scan, scan.schema().field(field).name().clone()))
 }
 
 /// Whether `shape` (over `outer`'s columns) is `circle(center, radius)`, looking through a
@@ -414,17 +410,9 @@ fn is_circle_around(
 /// How many rows per outer row the join filter's conjuncts other than its one spatial
 /// condition can drop: each `inner key <> outer value` drops at most one. `None` when the
 /// filter holds anything else.
-fn key_exclusions(join: &SpatialIndexJoinExec) -> Result<Option<u64>> {
-    let Some(filter) = join.join.filter() else {
-        return Ok(None);
-    };
+fn key_exclusions(join: &SpatialIndexJoinExec) -> Option<u64> {
+    let filter = join.join.filter()?;
     let indices = filter.column_indices();
-    let inner = crate::index_join::outer_inner(
-        join.inner_side,
-        join.join.left().clone(),
-        join.join.right().clone(),
-    )
-    .1;
     let mut spatial = 0;
     let mut excluded = 0;
     for conjunct in split_conjunction(filter.expression()) {
@@ -435,57 +423,44 @@ fn key_exclusions(join: &SpatialIndexJoinExec) -> Result<Option<u64>> {
             spatial += 1;
             continue;
         }
-        let Some(binary) = conjunct.downcast_ref::<BinaryExpr>() else {
-            return Ok(None);
-        };
+        let binary = conjunct.downcast_ref::<BinaryExpr>()?;
         if *binary.op() != Operator::NotEq {
-            return Ok(None);
+            return None;
         }
-        let mut is_key_inequality = false;
-        for (key_side, other_side) in [
+        let is_key_inequality = [
             (binary.left(), binary.right()),
             (binary.right(), binary.left()),
-        ] {
-            let Some(index) = key_side
-                .downcast_ref::<Column>()
-                .and_then(|c| indices.get(c.index()))
-            else {
-                continue;
-            };
-            if index.side != join.inner_side {
-                continue;
-            }
-            let Some(scan) = crate::index_join::scan_under(&inner, index.index) else {
-                continue;
-            };
-            let Ok(column) = scan_column(&inner, index.index) else {
-                continue;
-            };
-            let key = &scan.dataset().shape.dataset_type.primary_key;
-            let reads_inner = {
-                let mut found = false;
-                other_side
-                    .apply(|e| {
-                        if let Some(c) = e.downcast_ref::<Column>()
-                            && indices
-                                .get(c.index())
-                                .is_some_and(|i| i.side == join.inner_side)
-                        {
-                            found = true;
-                        }
-                        Ok(TreeNodeRecursion::Continue)
-                    })
-                    .ok();
-                found
-            };
-            if key.len() == 1 && key[0] == *scan.schema().field(column).name() && !reads_inner {
-                is_key_inequality = true;
-            }
-        }
+        ]
+        .into_iter()
+        .any(|(key, other)| is_inner_key_against_outer(join, indices, key, other));
         if !is_key_inequality {
-            return Ok(None);
+            return None;
         }
         excluded += 1;
     }
-    Ok((spatial == 1).then_some(excluded))
+    (spatial == 1).then_some(excluded)
+}
+
+/// Whether `key` is the inner dataset's (one-column) primary key and `other` reads no inner
+/// column: the two sides of a key inequality, over the join filter's columns `indices`.
+fn is_inner_key_against_outer(
+    join: &SpatialIndexJoinExec,
+    indices: &[ColumnIndex],
+    key: &Arc<dyn PhysicalExpr>,
+    other: &Arc<dyn PhysicalExpr>,
+) -> bool {
+    let on_inner = |column: &Column| {
+        indices
+            .get(column.index())
+            .filter(|index| index.side == join.inner_side)
+    };
+    let Some(index) = key.downcast_ref::<Column>().and_then(on_inner) else {
+        return false;
+    };
+    let Some((scan, field)) = inner_field(join, index.index) else {
+        return false;
+    };
+    let primary_key = &scan.dataset().shape.dataset_type.primary_key;
+    let other_reads_inner = collect_columns(other).iter().any(|c| on_inner(c).is_some());
+    primary_key.len() == 1 && primary_key[0] == field && !other_reads_inner
 }

@@ -37,6 +37,26 @@ struct Block {
     rows: u64,
 }
 
+/// A walk over a component's row groups (`(first row, rows)` spans) beside ascending rows.
+struct RowGroupWalk<'a> {
+    spans: &'a [(u64, u64)],
+    group: usize,
+}
+
+impl RowGroupWalk<'_> {
+    /// The row group holding `row` (no earlier than the last one found): its position, first
+    /// row and row count; `None` past the last row group.
+    fn holding(&mut self, row: u64) -> Option<(usize, u64, u64)> {
+        while let Some(&(first, rows)) = self.spans.get(self.group)
+            && row >= first + rows
+        {
+            self.group += 1;
+        }
+        let &(first, rows) = self.spans.get(self.group)?;
+        Some((self.group, first, rows))
+    }
+}
+
 impl DiskComponent {
     /// The rows `rows` (ascending, distinct) with columns `projection` of the dataset schema,
     /// in the order of `rows`.
@@ -95,22 +115,15 @@ impl DiskComponent {
     /// list and its offset in the block.
     fn blocks_holding(&self, rows: &[u64]) -> Result<(Vec<Block>, Vec<Placement>)> {
         let spans = self.row_group_spans();
+        let mut walk = RowGroupWalk {
+            spans: &spans,
+            group: 0,
+        };
         let mut blocks: Vec<Block> = Vec::new();
         let mut placements = Vec::with_capacity(rows.len());
-        let mut group = 0;
         for &row in rows {
-            while group < spans.len() && row >= spans[group].0 + spans[group].1 {
-                group += 1;
-            }
-            let Some(&(group_first, group_rows)) = spans.get(group) else {
-                return Err(StorageError::corrupt(
-                    &self.path,
-                    format!(
-                        "fetch of row {row}, beyond the component's {} rows",
-                        self.rows
-                    ),
-                ));
-            };
+            let (group, group_first, group_rows) =
+                walk.holding(row).ok_or_else(|| self.beyond_rows(row))?;
             let index = (row - group_first) / BLOCK_ROWS;
             let first_row = group_first + index * BLOCK_ROWS;
             let block = Block {
@@ -125,6 +138,16 @@ impl DiskComponent {
             placements.push((blocks.len() - 1, (row - first_row) as usize));
         }
         Ok((blocks, placements))
+    }
+
+    fn beyond_rows(&self, row: u64) -> StorageError {
+        StorageError::corrupt(
+            &self.path,
+            format!(
+                "fetch of row {row}, beyond the component's {} rows",
+                self.rows
+            ),
+        )
     }
 
     fn block_key(&self, block: &Block) -> crate::component::CacheKey {
@@ -191,20 +214,13 @@ impl DiskComponent {
                 selectors.push(RowSelector::skip((row - position) as usize));
             }
         };
-        let mut group = 0;
+        let mut walk = RowGroupWalk {
+            spans: &spans,
+            group: 0,
+        };
         for (first, rows) in runs {
-            while group < spans.len() && first >= spans[group].0 + spans[group].1 {
-                group += 1;
-            }
-            let Some(&(group_first, group_rows)) = spans.get(group) else {
-                return Err(StorageError::corrupt(
-                    &self.path,
-                    format!(
-                        "fetch of row {first}, beyond the component's {} rows",
-                        self.rows
-                    ),
-                ));
-            };
+            let (group, group_first, group_rows) =
+                walk.holding(first).ok_or_else(|| self.beyond_rows(first))?;
             debug_assert!(first >= position && first + rows <= group_first + group_rows);
             if row_groups.last() != Some(&group) {
                 if let Some(&previous) = row_groups.last() {

@@ -197,6 +197,9 @@ impl SpatialIndex {
         live: &dyn Fn(u32) -> bool,
         out: &mut Vec<u32>,
     ) {
+        if keep == 0 {
+            return;
+        }
         let mut found: Vec<(f64, u32)> = Vec::new();
         self.search_entries(query, &mut |entry| {
             let row = self.rows[entry];
@@ -204,9 +207,6 @@ impl SpatialIndex {
                 found.push((distance_squared(&self.boxes[entry], center), row));
             }
         });
-        if keep == 0 {
-            return;
-        }
         if found.len() > keep {
             let (_, farthest_kept, _) =
                 found.select_nth_unstable_by(keep - 1, |a, b| a.0.total_cmp(&b.0));
