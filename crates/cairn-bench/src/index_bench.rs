@@ -17,6 +17,45 @@ use cairn_storage::StorageOptions;
 use serde::Serialize;
 use std::time::Instant;
 
+/// Arguments of `cairn-bench indexes`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IndexBenchArgs {
+    #[command(flatten)]
+    pub run: BigfunRun,
+    /// Run only these cases (`Q13-IX` for its three versions, `Q13-IX-S` for one); the report
+    /// then goes to `indexes-partial.md`, leaving the full one alone.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Reuse the database an earlier run loaded and indexed, if there, rather than loading anew.
+    #[arg(long)]
+    pub reuse_database: bool,
+}
+
+impl IndexBenchArgs {
+    /// Whether the case `query`-`version` is one to run.
+    fn selects(&self, query: &str, version: &str) -> bool {
+        self.only.is_empty()
+            || self
+                .only
+                .iter()
+                .any(|wanted| names_case(wanted, query, version))
+    }
+
+    /// The report page's file name.
+    pub fn page_name(&self) -> &'static str {
+        if self.only.is_empty() {
+            "indexes.md"
+        } else {
+            "indexes-partial.md"
+        }
+    }
+}
+
+/// Whether `wanted` (from `--only`) names the case: its query for all versions, or one version.
+fn names_case(wanted: &str, query: &str, version: &str) -> bool {
+    wanted == query || wanted.strip_prefix(query) == Some(&format!("-{version}"))
+}
+
 #[derive(Debug, Serialize)]
 struct PathTiming {
     path: &'static str,
@@ -45,8 +84,9 @@ struct IndexBenchReport {
     users: i64,
     chirps: i64,
     messages: i64,
-    load_seconds: f64,
-    index_seconds: f64,
+    /// None when the run reused an earlier run's database.
+    load_seconds: Option<f64>,
+    index_seconds: Option<f64>,
     cases: Vec<Case>,
 }
 
@@ -99,32 +139,12 @@ async fn plan_line(
         .unwrap_or_default())
 }
 
-pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
-    let environment = Environment::capture();
-    let data = config
-        .work_dir
-        .join(format!("bigfun-{}-seed{}", config.users, config.seed));
-    let manifest = data.join("bigfun.json");
-    if !manifest.exists() {
-        eprintln!("generating BigFUN data into {}", data.display());
-        let mut options = GenerateOptions::new(config.users, config.seed);
-        options.normalized = false;
-        generate_to_dir(&options, &data, &|_| {})?;
-    }
-    let generated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest)?)?;
-    let chirps = generated["chirps"].as_i64().unwrap_or(0);
-    let messages = generated["messages"].as_i64().unwrap_or(0);
-
-    let db_dir = config
-        .work_dir
-        .join(format!("index-bench-db-{}", config.users));
-    let _ = std::fs::remove_dir_all(&db_dir);
-    let db = Database::open(&db_dir, StorageOptions::default())?;
+/// Bulk-loads the three datasets from `data` and builds the seven indexes: seconds for each.
+async fn load_and_index(
+    db: &Database,
+    data: &std::path::Path,
+) -> Result<(Option<f64>, Option<f64>), Box<dyn std::error::Error>> {
     db.execute_script(crate::bigfun::schema::DDL).await?;
-    // Access paths are what is measured: a full scan reads every unit, rather than skipping
-    // the ones the predicate cache learned (from the warm-up run of the same query) hold
-    // nothing.
-    db.sql("SET cairn.predicate_cache = false").await?;
     let started = Instant::now();
     for dataset in ["GleambookUsers", "ChirpMessages", "GleambookMessages"] {
         eprintln!("loading {dataset}");
@@ -144,7 +164,44 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
          ANALYZE GleambookMessages",
     )
     .await?;
-    let index_seconds = started.elapsed().as_secs_f64();
+    Ok((Some(load_seconds), Some(started.elapsed().as_secs_f64())))
+}
+
+pub async fn run(args: &IndexBenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let config = &args.run;
+    let environment = Environment::capture();
+    let data = config
+        .work_dir
+        .join(format!("bigfun-{}-seed{}", config.users, config.seed));
+    let manifest = data.join("bigfun.json");
+    if !manifest.exists() {
+        eprintln!("generating BigFUN data into {}", data.display());
+        let mut options = GenerateOptions::new(config.users, config.seed);
+        options.normalized = false;
+        generate_to_dir(&options, &data, &|_| {})?;
+    }
+    let generated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest)?)?;
+    let chirps = generated["chirps"].as_i64().unwrap_or(0);
+    let messages = generated["messages"].as_i64().unwrap_or(0);
+
+    let db_dir = config
+        .work_dir
+        .join(format!("index-bench-db-{}", config.users));
+    let reuse = args.reuse_database && db_dir.join("catalog.json").exists();
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&db_dir);
+    }
+    let db = Database::open(&db_dir, StorageOptions::default())?;
+    // Access paths are what is measured: a full scan reads every unit, rather than skipping
+    // the ones the predicate cache learned (from the warm-up run of the same query) hold
+    // nothing.
+    db.sql("SET cairn.predicate_cache = false").await?;
+    let (load_seconds, index_seconds) = if reuse {
+        eprintln!("reusing the database in {}", db_dir.display());
+        (None, None)
+    } else {
+        load_and_index(&db, &data).await?
+    };
 
     let versions: [(&str, f64); 3] = [("S", 100.0), ("M", 10_000.0), ("L", 1_000_000.0)];
     let mut cases = Vec::new();
@@ -177,11 +234,30 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
         ("Q16", chirps, "M", 100.0),
         ("Q16", chirps, "L", 1000.0),
     ];
-    let cases_in_order = scale_cases
+    let cases_in_order: Vec<_> = scale_cases
         .chain(top_k_cases)
         .chain(join_cases)
-        .chain(spatial_join_cases);
+        .chain(spatial_join_cases)
+        .collect();
+    if let Some(unknown) = args.only.iter().find(|wanted| {
+        !cases_in_order
+            .iter()
+            .any(|(query, _, version, _)| names_case(wanted, query, version))
+    }) {
+        let known: Vec<String> = cases_in_order
+            .iter()
+            .map(|(query, _, version, _)| format!("{query}-{version}"))
+            .collect();
+        return Err(format!(
+            "--only: no case is named {unknown}; the cases are {}",
+            known.join(", ")
+        )
+        .into());
+    }
     for (query, population, version, target) in cases_in_order {
+        if !args.selects(query, version) {
+            continue;
+        }
         // Every case starts from the defaults: the previous case's count forced full scans,
         // and a join's sides choose their own access paths.
         db.sql("SET cairn.access_path = 'auto'").await?;
@@ -348,10 +424,10 @@ pub async fn run(config: &BigfunRun) -> Result<(), Box<dyn std::error::Error>> {
     };
     crate::report::write_report(
         &config.results_dir,
-        &format!("indexes-{}.json", config.users),
+        &raw_name(args),
         &report,
-        "indexes.md",
-        |_| markdown(&report, config),
+        args.page_name(),
+        |_| markdown(&report, args),
     )?;
     Ok(())
 }
@@ -376,18 +452,32 @@ async fn count_of(
     Ok(total)
 }
 
-fn markdown(report: &IndexBenchReport, config: &BigfunRun) -> String {
+/// The raw JSON's file name: a partial run's does not replace the full run's.
+fn raw_name(args: &IndexBenchArgs) -> String {
+    let partial = if args.only.is_empty() { "" } else { "partial-" };
+    format!("indexes-{partial}{}.json", args.run.users)
+}
+
+/// Seconds to one decimal, or what a reused database cannot say.
+fn seconds_or_reused(seconds: Option<f64>) -> String {
+    seconds.map_or("(reused from an earlier run)".to_string(), |s| {
+        format!("{s:.1} s")
+    })
+}
+
+fn markdown(report: &IndexBenchReport, args: &IndexBenchArgs) -> String {
+    let config = &args.run;
     let mut text = format!(
-        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {:.1} s; the seven indexes built and GleambookMessages analyzed in {:.1} s\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13); rtree `chirps_location` on ChirpMessages(sender_location); keyword `chirps_words` and ngram(2) `chirps_grams` on ChirpMessages(message_text)\n- Each cell: median of {} timed runs, in-process through `Database::sql` (planning included), with the predicate cache off (`SET cairn.predicate_cache = false`: a full scan reads every unit); the paths take turns run by run, each run starting with the next one, and each timed query directly follows an untimed run of the same path (every path measured warm, whatever ran before it: the OS page cache for scans, the decoded-block cache for the rows an index fetches). A run whose warm-up took under 25 ms times back-to-back executions lasting about 25 ms (at most 50) and counts their mean. Each case starts with the access path and join method on `auto`, so a join's sides choose their own paths. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/indexes-{}.json`\n\n",
+        "# Index benchmark\n\n{}- Data: BigFUN, {} Gleambook users, {} Gleambook messages, {} chirps (seed {}); bulk load of the three datasets {}; the seven indexes built and GleambookMessages analyzed in {}\n- Indexes (btree): `users_since` on GleambookUsers(user_since), `users_since_id` on GleambookUsers(user_since) INCLUDE (id) (covering for Q3-ids), `chirps_send_time` on ChirpMessages(send_time), `messages_author_id` on GleambookMessages(author_id) (the \"-IX\" index of Q12/Q13); rtree `chirps_location` on ChirpMessages(sender_location); keyword `chirps_words` and ngram(2) `chirps_grams` on ChirpMessages(message_text)\n- Each cell: median of {} timed runs, in-process through `Database::sql` (planning included), with the predicate cache off (`SET cairn.predicate_cache = false`: a full scan reads every unit); the paths take turns run by run, each run starting with the next one, and each timed query directly follows an untimed run of the same path (every path measured warm, whatever ran before it: the OS page cache for scans, the decoded-block cache for the rows an index fetches). A run whose warm-up took under 25 ms times back-to-back executions lasting about 25 ms (at most 50) and counts their mean. Each case starts with the access path and join method on `auto`, so a join's sides choose their own paths. For the joins, the \"index\" column is the index nested-loop join (`SET cairn.join_method = 'index'`) and the \"full scan\" column the hash join over a full scan of GleambookMessages (`'hash'`)\n- Raw: `bench/results/raw/{}`\n\n",
         report.environment.markdown(),
         report.users,
         report.messages,
         report.chirps,
         config.seed,
-        report.load_seconds,
-        report.index_seconds,
+        seconds_or_reused(report.load_seconds),
+        seconds_or_reused(report.index_seconds),
         config.runs,
-        report.users
+        raw_name(args)
     );
     text.push_str("| query | qualifying | chosen path | chosen ms | index ms | full scan ms | ordered walk ms | full / best index | chosen / best |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     let mut s_ok = true;

@@ -88,7 +88,7 @@ enum Command {
     /// (bench/results/bigfun-<users>.md).
     Bigfun(BigfunBenchArgs),
     /// The index benchmark: BigFUN Q3, Q6, Q9, Q10, Q11, Q12-IX, Q13-IX and Q16 with the chosen plan and each path forced.
-    Indexes(BigfunRun),
+    Indexes(index_bench::IndexBenchArgs),
     /// Writes BigFUN GleambookUsers as JSON Lines.
     GenUsers {
         #[arg(long)]
@@ -191,12 +191,12 @@ fn main() {
             generator_bench::run(&run)
                 .map(|()| print_report(&run.results_dir, "bigfun-generator.md"))
         }
-        Command::Indexes(run) => {
-            let run = validated(run);
+        Command::Indexes(mut args) => {
+            args.run = validated(args.run);
             tokio::runtime::Runtime::new()
                 .map_err(|e| e.into())
-                .and_then(|runtime| runtime.block_on(index_bench::run(&run)))
-                .map(|()| print_report(&run.results_dir, "indexes.md"))
+                .and_then(|runtime| runtime.block_on(index_bench::run(&args)))
+                .map(|()| print_report(&args.run.results_dir, args.page_name()))
         }
         Command::Server(config) => tokio::runtime::Runtime::new()
             .map_err(|e| e.into())

@@ -446,9 +446,30 @@ impl ComponentIndex {
     /// `ranges` with their bounds encoded once, for searching many components of one index
     /// (`None` for a range with a bound of another type than the field: it matches nothing).
     pub fn encode_ranges(&self, ranges: &[IndexRange]) -> Vec<Option<EncodedRange>> {
+        // One array and one row conversion for every bound: a join's lookup of a hundred
+        // keys otherwise built two row converters per key.
+        let bounds: Vec<&Value> = ranges
+            .iter()
+            .flat_map(|range| [&range.lower, &range.upper])
+            .flatten()
+            .collect();
+        let mut encoded = encode_values(&self.field_types[0], &bounds).into_iter();
+        let mut next_bound = |bound: &Option<Value>| match bound {
+            None => Some(None),
+            Some(_) => encoded.next().flatten().map(Some),
+        };
         ranges
             .iter()
-            .map(|range| self.encode_range(range))
+            .map(|range| {
+                // Both bounds are taken before either may end the range, so the encodings
+                // stay in step with the bounds.
+                let lower = next_bound(&range.lower);
+                let upper = next_bound(&range.upper);
+                Some(EncodedRange {
+                    lower: lower?,
+                    upper: upper?,
+                })
+            })
             .collect()
     }
 
@@ -473,9 +494,11 @@ impl ComponentIndex {
             None => 0,
             Some(lower) => partition_point(n, |i| self.values.row(i).as_ref() < lower.as_slice()),
         };
+        // The end gallops from the start: a join's equality lookups end a few entries on, and
+        // a second search over the whole index cost as much as the first.
         let end = match &range.upper {
             None => n,
-            Some(upper) => partition_point(n, |i| {
+            Some(upper) => partition_point_from(start, n, |i| {
                 let bytes = self.values.row(i);
                 let bytes = bytes.as_ref();
                 &bytes[..bytes.len().min(upper.len())] <= upper.as_slice()
@@ -660,4 +683,113 @@ fn partition_point(n: usize, mut before: impl FnMut(usize) -> bool) -> usize {
         }
     }
     lo
+}
+
+/// [`partition_point`] over `[from, n)` for a predicate true then false there, galloping from
+/// `from`: O(log d) probes for a boundary d positions on. `from` itself is returned when the
+/// predicate is false there.
+fn partition_point_from(from: usize, n: usize, mut before: impl FnMut(usize) -> bool) -> usize {
+    // Every position in [from, known) satisfies `before`.
+    let mut known = from;
+    let mut step = 1;
+    loop {
+        let probe = known + step - 1;
+        if probe >= n || !before(probe) {
+            let limit = probe.min(n);
+            return known + partition_point(limit - known, |i| before(known + i));
+        }
+        known = probe + 1;
+        step *= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+
+    #[test]
+    fn galloping_finds_the_boundary_a_search_finds() {
+        for n in 0..40 {
+            for boundary in 0..=n {
+                for from in 0..=boundary {
+                    let mut probes = 0;
+                    let found = partition_point_from(from, n, |i| {
+                        probes += 1;
+                        assert!(i >= from && i < n, "probe {i} outside [{from}, {n})");
+                        i < boundary
+                    });
+                    assert_eq!(found, boundary, "n {n}, from {from}");
+                    let distance = (boundary - from + 1) as f64;
+                    assert!(probes as f64 <= 2.0 * distance.log2() + 2.0, "{probes} probes");
+                }
+            }
+        }
+    }
+
+    fn bound(value: Option<Value>) -> IndexRange {
+        IndexRange {
+            lower: value.clone(),
+            upper: value,
+        }
+    }
+
+    #[test]
+    fn ranges_encoded_together_find_what_each_range_finds_alone() {
+        let keys: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(5),
+            Some(1),
+            None,
+            Some(5),
+            Some(-3),
+            Some(9),
+            Some(1),
+        ]));
+        let index = ComponentIndex::build(vec![DataType::Int64], &[keys], &[]).unwrap();
+        let ranges = vec![
+            bound(Some(Value::Int(5))),
+            // A bound of another type matches nothing, and must not shift the bounds after it.
+            IndexRange {
+                lower: Some(Value::String("five".into())),
+                upper: Some(Value::Int(9)),
+            },
+            bound(Some(Value::Int(1))),
+            bound(Some(Value::Null)),
+            IndexRange {
+                lower: None,
+                upper: Some(Value::Int(1)),
+            },
+            IndexRange {
+                lower: Some(Value::Int(2)),
+                upper: None,
+            },
+            bound(None),
+            bound(Some(Value::Int(-3))),
+            bound(Some(Value::Int(7))),
+        ];
+        let encoded = index.encode_ranges(&ranges);
+        assert_eq!(encoded.len(), ranges.len());
+        let found: Vec<_> = encoded
+            .iter()
+            .map(|range| range.as_ref().map(|r| index.rows(index.positions_encoded(r)).to_vec()))
+            .collect();
+        let alone: Vec<_> = ranges
+            .iter()
+            .map(|range| {
+                index
+                    .encode_range(range)
+                    .map(|r| index.rows(index.positions_encoded(&r)).to_vec())
+            })
+            .collect();
+        assert_eq!(found, alone);
+        assert_eq!(found[0], Some(vec![0, 3]));
+        assert_eq!(found[1], None);
+        assert_eq!(found[2], Some(vec![1, 6]));
+        assert_eq!(found[3], None);
+        assert_eq!(found[4], Some(vec![4, 1, 6]));
+        assert_eq!(found[5], Some(vec![0, 3, 5]));
+        assert_eq!(found[6], Some(vec![4, 1, 6, 0, 3, 5]));
+        assert_eq!(found[7], Some(vec![4]));
+        assert_eq!(found[8], Some(vec![]));
+    }
 }

@@ -119,7 +119,7 @@ impl Sketch {
         let sum: f64 = self
             .registers
             .iter()
-            .map(|&r| 2f64.powi(-i32::from(r)))
+            .map(|&r| inverse_power_of_two(r))
             .sum();
         let raw = alpha * m * m / sum;
         let zeros = self.registers.iter().filter(|&&r| r == 0).count();
@@ -190,6 +190,13 @@ impl Sketches {
     }
 }
 
+/// 2^-rank, built from its exponent bits: planning estimates every indexed field's distinct
+/// count, and `powi` over every register was a visible share of a short query's time.
+fn inverse_power_of_two(rank: u8) -> f64 {
+    debug_assert!(rank <= RANK_MAX && u64::from(RANK_MAX) < 1023);
+    f64::from_bits((1023 - u64::from(rank)) << 52)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +206,13 @@ mod tests {
         let mut sketch = Sketch::default();
         assert!(sketch.add_column(column));
         sketch.estimate()
+    }
+
+    #[test]
+    fn inverse_powers_of_two_are_exact() {
+        for rank in 0..=RANK_MAX {
+            assert_eq!(inverse_power_of_two(rank), 2f64.powi(-i32::from(rank)), "{rank}");
+        }
     }
 
     #[test]
