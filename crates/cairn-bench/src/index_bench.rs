@@ -103,6 +103,9 @@ fn window(target: f64, population: i64) -> (String, String) {
 /// and counts their mean: one execution of a millisecond is at the mercy of a timer tick or a
 /// neighbour's burst on this shared machine.
 const RUN_SECONDS_MIN: f64 = 0.025;
+/// The queries the targets name; Q3-ids and Q6 are extra rows, reported beside them.
+const TARGET_QUERIES: [&str; 7] = ["Q3", "Q9", "Q10", "Q11", "Q12-IX", "Q13-IX", "Q16"];
+
 /// Most executions in one run.
 const RUN_REPEATS_MAX: usize = 50;
 
@@ -481,6 +484,8 @@ fn markdown(report: &IndexBenchReport, args: &IndexBenchArgs) -> String {
     );
     text.push_str("| query | qualifying | chosen path | chosen ms | index ms | full scan ms | ordered walk ms | full / best index | chosen / best |\n|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     let mut s_ok = true;
+    // Every S row under 50×, named whether or not the target covers it.
+    let mut s_short = Vec::new();
     let mut chosen_ok = true;
     for case in &report.cases {
         let t = |path: &str| {
@@ -524,7 +529,13 @@ fn markdown(report: &IndexBenchReport, args: &IndexBenchArgs) -> String {
             .unwrap_or("?");
         let speedup = full / through_index;
         if case.version == "S" && speedup < 50.0 {
-            s_ok = false;
+            let targeted = TARGET_QUERIES.contains(&case.query.as_str());
+            s_ok &= !targeted;
+            s_short.push(format!(
+                "{}-S {speedup:.1}×{}",
+                case.query,
+                if targeted { "" } else { " (extra row)" }
+            ));
         }
         if chosen / best > 1.2 {
             chosen_ok = false;
@@ -548,8 +559,14 @@ fn markdown(report: &IndexBenchReport, args: &IndexBenchArgs) -> String {
         ));
     }
     text.push_str(&format!(
-        "\nTargets: every S version ≥ 50× faster through the index than by forced full scan — **{}**; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q11 is Q10 with a word within edit distance 1 of the keyword, served by the ngram(2) index (candidates sharing 2 of the word's 4 grams, verified by the filter); Q9 the sender and text of the chirps within a circle (the rtree reads the circle's bounding box, the filter above keeps the circle); Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword; its forced alternatives are the keyword index (every chirp with the word, then sorted: `SET cairn.access_path = 'index'`), the full scan, and the walk down the `send_time` btree that stops at 10 matches (`'ordered_index'`); the chosen plan walks when it expects to read fewer rows than the word's index names (its \"qualifying\" column counts the chirps containing the word). Q16 takes the chirps of a send_time window (the \"qualifying\" column) and, for each, the texts of its 10 nearest other chirps within a circle holding about 10 (S), 100 (M) or 1,000 (L) chirps; its forced alternatives are the rtree join (`SET cairn.join_method = 'index'`) and DataFusion's nested-loop join over a full scan (`'hash'`). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
+        "\nTargets: every S version of {} ≥ 50× faster through the index than by forced full scan — **{}**{}; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q11 is Q10 with a word within edit distance 1 of the keyword, served by the ngram(2) index (candidates sharing 2 of the word's 4 grams, verified by the filter); Q9 the sender and text of the chirps within a circle (the rtree reads the circle's bounding box, the filter above keeps the circle); Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword; its forced alternatives are the keyword index (every chirp with the word, then sorted: `SET cairn.access_path = 'index'`), the full scan, and the walk down the `send_time` btree that stops at 10 matches (`'ordered_index'`); the chosen plan walks when it expects to read fewer rows than the word's index names (its \"qualifying\" column counts the chirps containing the word). Q16 takes the chirps of a send_time window (the \"qualifying\" column) and, for each, the texts of its 10 nearest other chirps within a circle holding about 10 (S), 100 (M) or 1,000 (L) chirps; its forced alternatives are the rtree join (`SET cairn.join_method = 'index'`) and DataFusion's nested-loop join over a full scan (`'hash'`). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
+        TARGET_QUERIES.join(", "),
         if s_ok { "met" } else { "not met" },
+        if s_short.is_empty() {
+            String::new()
+        } else {
+            format!(" (under 50×: {})", s_short.join(", "))
+        },
         if chosen_ok { "met" } else { "not met" }
     ));
     for case in &report.cases {

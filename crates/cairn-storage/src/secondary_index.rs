@@ -721,7 +721,10 @@ mod tests {
                     });
                     assert_eq!(found, boundary, "n {n}, from {from}");
                     let distance = (boundary - from + 1) as f64;
-                    assert!(probes as f64 <= 2.0 * distance.log2() + 2.0, "{probes} probes");
+                    assert!(
+                        probes as f64 <= 2.0 * distance.log2() + 2.0,
+                        "{probes} probes"
+                    );
                 }
             }
         }
@@ -771,7 +774,11 @@ mod tests {
         assert_eq!(encoded.len(), ranges.len());
         let found: Vec<_> = encoded
             .iter()
-            .map(|range| range.as_ref().map(|r| index.rows(index.positions_encoded(r)).to_vec()))
+            .map(|range| {
+                range
+                    .as_ref()
+                    .map(|r| index.rows(index.positions_encoded(r)).to_vec())
+            })
             .collect();
         let alone: Vec<_> = ranges
             .iter()

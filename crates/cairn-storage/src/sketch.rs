@@ -211,7 +211,11 @@ mod tests {
     #[test]
     fn inverse_powers_of_two_are_exact() {
         for rank in 0..=RANK_MAX {
-            assert_eq!(inverse_power_of_two(rank), 2f64.powi(-i32::from(rank)), "{rank}");
+            assert_eq!(
+                inverse_power_of_two(rank),
+                2f64.powi(-i32::from(rank)),
+                "{rank}"
+            );
         }
     }
 
