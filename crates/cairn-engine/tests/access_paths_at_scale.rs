@@ -14,7 +14,7 @@ const RECORDS: i64 = 1_000_000;
 /// `events(id, at, kind, body)`: `at` a scrambled permutation of the ids (uncorrelated with key
 /// order), `kind` = id mod 10; bulk-loaded into 4 partitions, with a btree on `at`.
 async fn fixture(dir: &std::path::Path) -> Database {
-    let db = Database::open(&dir.join("db"), Default::default()).unwrap();
+    let db = Database::open(dir.join("db"), Default::default()).unwrap();
     db.execute_script(
         "CREATE TYPE Event AS { id: int64, at: int64, kind: int64, body: string };
          CREATE DATASET events(Event) PRIMARY KEY id WITH (partitions = 4)",
