@@ -46,6 +46,9 @@ impl Database {
             .with_physical_optimizer_rule(Arc::new(crate::index_join::IndexJoin))
             .with_physical_optimizer_rule(Arc::new(crate::spatial_join::SpatialIndexJoin))
             .with_physical_optimizer_rule(Arc::new(crate::spatial_nearest::NearestNeighbourLimit))
+            .with_physical_optimizer_rule(Arc::new(
+                crate::single_phase_aggregate::SinglePhaseAggregate,
+            ))
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))
             .build();
         let context = SessionContext::new_with_state(state);

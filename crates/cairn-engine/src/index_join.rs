@@ -25,7 +25,7 @@ use cairn_storage::scan::compare_values;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::common::{JoinSide, JoinType, NullEquality, internal_err, plan_err};
+use datafusion::common::{JoinSide, JoinType, NullEquality, Statistics, internal_err, plan_err};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
@@ -40,7 +40,7 @@ use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
@@ -491,6 +491,47 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
             children,
             ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
         )
+    }
+
+    /// Rows: the outer side's times the lookup's rows per key (at least one each where the
+    /// join keeps unmatched outer rows or matches each outer row once); column statistics
+    /// unknown.
+    /// The outer side's overall statistics; the inner side's say nothing about the lookups.
+    fn child_stats_requests(&self, _partition: Option<usize>) -> Vec<ChildStats> {
+        let outer = ChildStats::At(None);
+        match self.inner_side {
+            JoinSide::Right => vec![outer, ChildStats::Skip],
+            _ => vec![ChildStats::Skip, outer],
+        }
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let outer_child = match self.inner_side {
+            JoinSide::Right => 0,
+            _ => 1,
+        };
+        let mut statistics = Statistics::new_unknown(&self.schema());
+        let outer_rows = input_stats
+            .get(outer_child)
+            .and_then(|s| s.num_rows.get_value().copied());
+        if let Some(outer_rows) = outer_rows {
+            let per_outer_row = match self.join.join_type() {
+                JoinType::LeftSemi
+                | JoinType::RightSemi
+                | JoinType::LeftAnti
+                | JoinType::RightAnti
+                | JoinType::LeftMark
+                | JoinType::RightMark => 1.0,
+                _ => self.lookup.rows_per_key.max(1.0),
+            };
+            statistics.num_rows =
+                Precision::Inexact((outer_rows as f64 * per_outer_row).ceil() as usize);
+        }
+        Ok(Arc::new(statistics))
     }
 
     fn execute(

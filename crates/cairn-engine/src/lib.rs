@@ -48,6 +48,7 @@ pub mod scan_exec;
 pub mod scan_filter;
 pub mod script;
 pub mod secret;
+pub mod single_phase_aggregate;
 pub mod spatial_join;
 pub mod spatial_nearest;
 pub mod table;

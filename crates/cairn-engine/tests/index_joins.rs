@@ -93,6 +93,13 @@ async fn small_outer_sides_join_through_the_index_and_agree_with_hash_joins() {
         plan.contains("IndexNestedLoopJoinExec: join_type=Left"),
         "{plan}"
     );
+    // Forty users' groups over one partition: one single-phase aggregate, no partial and
+    // final aggregates with a repartition between them.
+    assert!(plan.contains("AggregateExec: mode=Single,"), "{plan}");
+    assert!(
+        !plan.contains("mode=Partial") && !plan.contains("RepartitionExec"),
+        "{plan}"
+    );
     let answer = rows(&db, NARROW_LEFT_OUTER).await;
     assert_eq!(answer.len(), 40);
     assert!(
@@ -129,6 +136,19 @@ async fn large_outer_sides_and_preserved_inner_sides_stay_hash_joins() {
     db.sql("SET cairn.join_method = 'auto'").await.unwrap();
     assert_eq!(forced.len(), 20);
     assert_eq!(forced, rows_with(&db, "hash", RIGHT_OUTER).await);
+
+    // Grouped, the forced index join of 1,900 users with about ten messages each is too
+    // large for one single-phase aggregate: the GROUP BY keeps its two phases.
+    let grouped = "SELECT u.id, count(*) FROM users u JOIN messages m ON m.author_id = u.id \
+         WHERE u.since >= 100 GROUP BY u.id";
+    db.sql("SET cairn.join_method = 'index'").await.unwrap();
+    let plan = explain(&db, grouped).await;
+    db.sql("SET cairn.join_method = 'auto'").await.unwrap();
+    assert!(plan.contains("IndexNestedLoopJoinExec"), "{plan}");
+    assert!(
+        plan.contains("mode=Partial") && plan.contains("mode=FinalPartitioned"),
+        "{plan}"
+    );
 
     // Forced through the index, the wide join still answers alike (and, estimating its
     // outer side too large, reads the inner side as planned at run time).
