@@ -537,11 +537,26 @@ fn markdown(report: &IndexBenchReport, args: &IndexBenchArgs) -> String {
                 if targeted { "" } else { " (extra row)" }
             ));
         }
-        if chosen / best > 1.2 {
+        // Where the chosen plan is the best forced path's plan, the two columns time one plan
+        // twice, and their ratio is the machine's noise, not a worse choice.
+        let best_plan = case
+            .timings
+            .iter()
+            .skip(1)
+            .filter(|t| !t.median_seconds.is_nan())
+            .min_by(|a, b| a.median_seconds.total_cmp(&b.median_seconds))
+            .map(|t| t.plan.as_str());
+        let chose_the_best = case.timings.first().map(|t| t.plan.as_str()) == best_plan;
+        let ratio_note = if chosen / best > 1.2 && chose_the_best {
+            " (the best path's plan)"
+        } else {
+            ""
+        };
+        if chosen / best > 1.2 && !chose_the_best {
             chosen_ok = false;
         }
         text.push_str(&format!(
-            "| {}-{} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.1}× | {:.2} |\n",
+            "| {}-{} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.1}× | {:.2}{} |\n",
             case.query,
             case.version,
             case.qualifying,
@@ -555,11 +570,12 @@ fn markdown(report: &IndexBenchReport, args: &IndexBenchArgs) -> String {
                 format!("{:.2}", walk * 1e3)
             },
             speedup,
-            chosen / best
+            chosen / best,
+            ratio_note
         ));
     }
     text.push_str(&format!(
-        "\nTargets: every S version of {} ≥ 50× faster through the index than by forced full scan — **{}**{}; the chosen plan within 1.2× of the best forced plan in every row — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q11 is Q10 with a word within edit distance 1 of the keyword, served by the ngram(2) index (candidates sharing 2 of the word's 4 grams, verified by the filter); Q9 the sender and text of the chirps within a circle (the rtree reads the circle's bounding box, the filter above keeps the circle); Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword; its forced alternatives are the keyword index (every chirp with the word, then sorted: `SET cairn.access_path = 'index'`), the full scan, and the walk down the `send_time` btree that stops at 10 matches (`'ordered_index'`); the chosen plan walks when it expects to read fewer rows than the word's index names (its \"qualifying\" column counts the chirps containing the word). Q16 takes the chirps of a send_time window (the \"qualifying\" column) and, for each, the texts of its 10 nearest other chirps within a circle holding about 10 (S), 100 (M) or 1,000 (L) chirps; its forced alternatives are the rtree join (`SET cairn.join_method = 'index'`) and DataFusion's nested-loop join over a full scan (`'hash'`). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
+        "\nTargets: every S version of {} ≥ 50× faster through the index than by forced full scan — **{}**{}; the chosen plan within 1.2× of the best forced plan in every row, or the best forced plan itself — **{}**.\n\nQ3 returns whole user records; Q3-ids the same users' ids only, which the covering index answers without reading components (index-only); Q6 is `avg(string_length(message_text))` and a count over the window; Q11 is Q10 with a word within edit distance 1 of the keyword, served by the ngram(2) index (candidates sharing 2 of the word's 4 grams, verified by the filter); Q9 the sender and text of the chirps within a circle (the rtree reads the circle's bounding box, the filter above keeps the circle); Q10 is the 10 most recent chirps containing a rare (S) or medium (M) keyword; its forced alternatives are the keyword index (every chirp with the word, then sorted: `SET cairn.access_path = 'index'`), the full scan, and the walk down the `send_time` btree that stops at 10 matches (`'ordered_index'`); the chosen plan walks when it expects to read fewer rows than the word's index names (its \"qualifying\" column counts the chirps containing the word). Q16 takes the chirps of a send_time window (the \"qualifying\" column) and, for each, the texts of its 10 nearest other chirps within a circle holding about 10 (S), 100 (M) or 1,000 (L) chirps; its forced alternatives are the rtree join (`SET cairn.join_method = 'index'`) and DataFusion's nested-loop join over a full scan (`'hash'`). Q12-IX joins the users of a user_since window (the \"qualifying\" column) with their messages of one day; Q13-IX is its left-outer version (every user of the window, with the list of those messages). The queries:\n\n",
         TARGET_QUERIES.join(", "),
         if s_ok { "met" } else { "not met" },
         if s_short.is_empty() {
