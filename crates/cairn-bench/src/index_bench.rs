@@ -103,11 +103,11 @@ fn window(target: f64, population: i64) -> (String, String) {
 /// and counts their mean: one execution of a millisecond is at the mercy of a timer tick or a
 /// neighbour's burst on this shared machine.
 const RUN_SECONDS_MIN: f64 = 0.025;
-/// The queries the targets name; Q3-ids and Q6 are extra rows, reported beside them.
-const TARGET_QUERIES: [&str; 7] = ["Q3", "Q9", "Q10", "Q11", "Q12-IX", "Q13-IX", "Q16"];
-
 /// Most executions in one run.
 const RUN_REPEATS_MAX: usize = 50;
+
+/// The queries the targets name; Q3-ids and Q6 are extra rows, reported beside them.
+const TARGET_QUERIES: [&str; 7] = ["Q3", "Q9", "Q10", "Q11", "Q12-IX", "Q13-IX", "Q16"];
 
 /// Executions a run times, given how long the untimed warm-up execution took.
 fn repeats_for(warm_up_seconds: f64) -> usize {
@@ -187,25 +187,6 @@ pub async fn run(args: &IndexBenchArgs) -> Result<(), Box<dyn std::error::Error>
     let chirps = generated["chirps"].as_i64().unwrap_or(0);
     let messages = generated["messages"].as_i64().unwrap_or(0);
 
-    let db_dir = config
-        .work_dir
-        .join(format!("index-bench-db-{}", config.users));
-    let reuse = args.reuse_database && db_dir.join("catalog.json").exists();
-    if !reuse {
-        let _ = std::fs::remove_dir_all(&db_dir);
-    }
-    let db = Database::open(&db_dir, StorageOptions::default())?;
-    // Access paths are what is measured: a full scan reads every unit, rather than skipping
-    // the ones the predicate cache learned (from the warm-up run of the same query) hold
-    // nothing.
-    db.sql("SET cairn.predicate_cache = false").await?;
-    let (load_seconds, index_seconds) = if reuse {
-        eprintln!("reusing the database in {}", db_dir.display());
-        (None, None)
-    } else {
-        load_and_index(&db, &data).await?
-    };
-
     let versions: [(&str, f64); 3] = [("S", 100.0), ("M", 10_000.0), ("L", 1_000_000.0)];
     let mut cases = Vec::new();
     let scale_cases = [
@@ -257,6 +238,25 @@ pub async fn run(args: &IndexBenchArgs) -> Result<(), Box<dyn std::error::Error>
         )
         .into());
     }
+    let db_dir = config
+        .work_dir
+        .join(format!("index-bench-db-{}", config.users));
+    let reuse = args.reuse_database && db_dir.join("catalog.json").exists();
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&db_dir);
+    }
+    let db = Database::open(&db_dir, StorageOptions::default())?;
+    // Access paths are what is measured: a full scan reads every unit, rather than skipping
+    // the ones the predicate cache learned (from the warm-up run of the same query) hold
+    // nothing.
+    db.sql("SET cairn.predicate_cache = false").await?;
+    let (load_seconds, index_seconds) = if reuse {
+        eprintln!("reusing the database in {}", db_dir.display());
+        (None, None)
+    } else {
+        load_and_index(&db, &data).await?
+    };
+
     for (query, population, version, target) in cases_in_order {
         if !args.selects(query, version) {
             continue;

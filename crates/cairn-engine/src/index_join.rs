@@ -493,28 +493,22 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
         )
     }
 
+    /// The outer side's overall statistics; the inner side's say nothing about the lookups.
+    fn child_stats_requests(&self, _partition: Option<usize>) -> Vec<ChildStats> {
+        left_right(self.inner_side, ChildStats::At(None), ChildStats::Skip).to_vec()
+    }
+
     /// Rows: the outer side's times the lookup's rows per key (at least one each where the
     /// join keeps unmatched outer rows or matches each outer row once); column statistics
     /// unknown.
-    /// The outer side's overall statistics; the inner side's say nothing about the lookups.
-    fn child_stats_requests(&self, _partition: Option<usize>) -> Vec<ChildStats> {
-        let outer = ChildStats::At(None);
-        match self.inner_side {
-            JoinSide::Right => vec![outer, ChildStats::Skip],
-            _ => vec![ChildStats::Skip, outer],
-        }
-    }
-
     fn statistics_from_inputs(
         &self,
         input_stats: &[Arc<Statistics>],
         _args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        let outer_child = match self.inner_side {
-            JoinSide::Right => 0,
-            _ => 1,
-        };
         let mut statistics = Statistics::new_unknown(&self.schema());
+        // Children are (left, right): the outer side is at its position among them.
+        let (outer_child, _) = outer_inner(self.inner_side, 0, 1);
         let outer_rows = input_stats
             .get(outer_child)
             .and_then(|s| s.num_rows.get_value().copied());

@@ -63,12 +63,12 @@ fn rewrite(
         true => single_phase(&plan)?.unwrap_or(plan),
         false => plan,
     };
-    let passes_partitioning_through = plan.downcast_ref::<ProjectionExec>().is_some()
-        || plan.downcast_ref::<FilterExec>().is_some()
-        || plan.downcast_ref::<SortExec>().is_some()
-        || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
-        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
-        || plan.downcast_ref::<GlobalLimitExec>().is_some();
+    let passes_partitioning_through = plan.is::<ProjectionExec>()
+        || plan.is::<FilterExec>()
+        || plan.is::<SortExec>()
+        || plan.is::<SortPreservingMergeExec>()
+        || plan.is::<CoalescePartitionsExec>()
+        || plan.is::<GlobalLimitExec>();
     let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
     if children.is_empty() {
         return Ok(plan);

@@ -253,15 +253,25 @@ pub(crate) struct NearestJoin {
 impl SpatialIndexJoinExec {
     /// This join reading only each outer row's `nearest` candidates.
     pub(crate) fn with_nearest(&self, nearest: NearestJoin) -> SpatialIndexJoinExec {
+        self.rebuilt(self.outer.clone(), self.inner.clone(), Some(nearest))
+    }
+
+    /// This join over `outer` and `inner`, reading `nearest`, with fresh metrics.
+    fn rebuilt(
+        &self,
+        outer: Arc<dyn ExecutionPlan>,
+        inner: Arc<dyn ExecutionPlan>,
+        nearest: Option<NearestJoin>,
+    ) -> SpatialIndexJoinExec {
         SpatialIndexJoinExec {
             join: self.join.clone(),
             inner_side: self.inner_side,
-            outer: self.outer.clone(),
-            inner: self.inner.clone(),
+            outer,
+            inner,
             outer_shape: self.outer_shape.clone(),
             index: self.index.clone(),
             field: self.field.clone(),
-            nearest: Some(nearest),
+            nearest,
             scan_cost: self.scan_cost,
             inner_rows: self.inner_rows,
             estimated_outer_rows: self.estimated_outer_rows,
@@ -329,21 +339,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children)
             .or_else(|c| internal_err!("SpatialIndexJoinExec has 2 children, got {}", c.len()))?;
         let (outer, inner) = outer_inner(self.inner_side, left, right);
-        Ok(Arc::new(SpatialIndexJoinExec {
-            join: self.join.clone(),
-            inner_side: self.inner_side,
-            outer,
-            inner,
-            outer_shape: self.outer_shape.clone(),
-            index: self.index.clone(),
-            field: self.field.clone(),
-            nearest: self.nearest.clone(),
-            scan_cost: self.scan_cost,
-            inner_rows: self.inner_rows,
-            estimated_outer_rows: self.estimated_outer_rows,
-            properties: self.properties.clone(),
-            metrics: ExecutionPlanMetricsSet::new(),
-        }))
+        Ok(Arc::new(self.rebuilt(outer, inner, self.nearest.clone())))
     }
 
     fn with_new_children(

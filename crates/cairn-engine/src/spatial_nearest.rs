@@ -27,6 +27,7 @@ use datafusion::common::{JoinSide, JoinType, ScalarValue};
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
+use datafusion::physical_expr::projection::update_expr;
 use datafusion::physical_expr::utils::{collect_columns, split_conjunction};
 use datafusion::physical_expr::window::StandardWindowExpr;
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
@@ -332,15 +333,8 @@ fn substitute(
     expr: &Arc<dyn PhysicalExpr>,
     projection: &[ProjectionExpr],
 ) -> Result<Arc<dyn PhysicalExpr>> {
-    expr.clone()
-        .transform(|e| match e.downcast_ref::<Column>() {
-            Some(column) => match projection.get(column.index()) {
-                Some(projected) => Ok(Transformed::yes(projected.expr.clone())),
-                None => Ok(Transformed::no(e)),
-            },
-            None => Ok(Transformed::no(e)),
-        })
-        .data()
+    // Unprojecting always gives an expression; `None` comes only from projecting forward.
+    Ok(update_expr(expr, projection, true)?.unwrap_or_else(|| expr.clone()))
 }
 
 /// `expr` (over the join's output) rewritten over the columns of the child on `side`, if it

@@ -4,9 +4,10 @@
 //! index, a large one by hash join), and every chosen plan answers what the forced alternative
 //! answers. Which path is *fastest* at each size is measured by `cairn-bench indexes`, not here.
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::Int64Type;
+mod common;
+
 use cairn_engine::Database;
+use common::{explain, rows, rows_forced};
 use std::io::Write;
 
 const RECORDS: i64 = 1_000_000;
@@ -42,35 +43,6 @@ async fn fixture(dir: &std::path::Path) -> Database {
     db
 }
 
-async fn plan(db: &Database, query: &str) -> String {
-    let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
-    arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
-}
-
-/// The first column's values, sorted.
-fn sorted_first_column(batches: &[RecordBatch]) -> Vec<i64> {
-    let mut values: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-        .collect();
-    values.sort_unstable();
-    values
-}
-
-/// The query's answer with `setting` forced, then put back to `auto`.
-async fn forced(db: &Database, setting: &str, value: &str, query: &str) -> Vec<i64> {
-    db.sql(&format!("SET cairn.{setting} = '{value}'"))
-        .await
-        .unwrap();
-    let answer = sorted_first_column(&db.sql(query).await.unwrap());
-    db.sql(&format!("SET cairn.{setting} = 'auto'"))
-        .await
-        .unwrap();
-    answer
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paths_and_joins_are_chosen_by_selectivity_on_a_million_records() {
     let dir = tempfile::tempdir().unwrap();
@@ -85,45 +57,45 @@ async fn paths_and_joins_are_chosen_by_selectivity_on_a_million_records() {
     };
     let (small, medium, large) = (range(100), range(10_000), range(RECORDS / 2));
 
-    let text = plan(&db, &small).await;
+    let text = explain(&db, &small).await;
     assert!(
         text.contains("access=index scan events_at on at in [499950, 500050]"),
         "{text}"
     );
-    let text = plan(&db, &large).await;
+    let text = explain(&db, &large).await;
     assert!(text.contains("access=full scan of 4 partitions"), "{text}");
     assert!(
         text.contains("index events_at would read about"),
         "the plan says why it scans: {text}"
     );
     // M is the close case: whichever path is chosen, it answers what the others answer.
-    for (query, rows) in [(&small, 100), (&medium, 10_000), (&large, RECORDS / 2)] {
-        let chosen = sorted_first_column(&db.sql(query).await.unwrap());
-        assert_eq!(chosen.len(), rows as usize, "{query}");
+    for (query, expected) in [(&small, 100), (&medium, 10_000), (&large, RECORDS / 2)] {
+        let chosen = rows(&db, query).await;
+        assert_eq!(chosen.len(), expected as usize, "{query}");
         assert_eq!(
             chosen,
-            forced(&db, "access_path", "full_scan", query).await,
+            rows_forced(&db, "access_path", "full_scan", query).await,
             "{query}"
         );
         assert_eq!(
             chosen,
-            forced(&db, "access_path", "index", query).await,
+            rows_forced(&db, "access_path", "index", query).await,
             "{query}"
         );
     }
 
     // Top-k: the ten latest `at` among one kind in ten walk the index down and stop.
     let top = "SELECT at FROM events WHERE kind = 3 ORDER BY at DESC LIMIT 10";
-    let text = plan(&db, top).await;
+    let text = explain(&db, top).await;
     assert!(
         text.contains("access=ordered index scan events_at on at descending"),
         "{text}"
     );
-    let latest = sorted_first_column(&db.sql(top).await.unwrap());
+    let latest = rows(&db, top).await;
     assert_eq!(latest.len(), 10);
     assert_eq!(
         latest,
-        forced(&db, "access_path", "full_scan", top).await,
+        rows_forced(&db, "access_path", "full_scan", top).await,
         "{top}"
     );
 
@@ -137,20 +109,20 @@ async fn paths_and_joins_are_chosen_by_selectivity_on_a_million_records() {
         )
     };
     let (small_join, large_join) = (join(100), join(RECORDS / 2));
-    let text = plan(&db, &small_join).await;
+    let text = explain(&db, &small_join).await;
     assert!(text.contains("IndexNestedLoopJoinExec"), "{text}");
-    let text = plan(&db, &large_join).await;
+    let text = explain(&db, &large_join).await;
     assert!(
         text.contains("HashJoinExec") && !text.contains("IndexNestedLoopJoinExec"),
         "{text}"
     );
-    for (query, rows) in [(&small_join, 100), (&large_join, RECORDS / 2)] {
-        let chosen = sorted_first_column(&db.sql(query).await.unwrap());
-        assert_eq!(chosen.len(), rows as usize, "{query}");
-        assert_eq!(chosen, forced(&db, "join_method", "hash", query).await);
+    for (query, expected) in [(&small_join, 100), (&large_join, RECORDS / 2)] {
+        let chosen = rows(&db, query).await;
+        assert_eq!(chosen.len(), expected as usize, "{query}");
+        assert_eq!(chosen, rows_forced(&db, "join_method", "hash", query).await);
     }
     assert_eq!(
-        sorted_first_column(&db.sql(&small_join).await.unwrap()),
-        forced(&db, "join_method", "index", &small_join).await
+        rows(&db, &small_join).await,
+        rows_forced(&db, "join_method", "index", &small_join).await
     );
 }

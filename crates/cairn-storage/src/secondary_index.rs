@@ -429,15 +429,14 @@ impl ComponentIndex {
         self.rows.is_empty()
     }
 
-    /// The leading field's value encoded in row format, or `None` if it has another type.
-    fn encode_leading(&self, value: &Value) -> Option<Vec<u8>> {
-        encode_value(&self.field_types[0], value)
-    }
-
     /// Positions `[start, end)` of the entries whose leading field lies in `range`. A bound of
     /// another type than the field matches nothing.
     pub fn positions(&self, range: &IndexRange) -> std::ops::Range<usize> {
-        match self.encode_range(range) {
+        match self
+            .encode_ranges(std::slice::from_ref(range))
+            .pop()
+            .flatten()
+        {
             Some(encoded) => self.positions_encoded(&encoded),
             None => 0..0,
         }
@@ -471,17 +470,6 @@ impl ComponentIndex {
                 })
             })
             .collect()
-    }
-
-    fn encode_range(&self, range: &IndexRange) -> Option<EncodedRange> {
-        let encode = |bound: &Option<Value>| match bound {
-            None => Some(None),
-            Some(value) => self.encode_leading(value).map(Some),
-        };
-        Some(EncodedRange {
-            lower: encode(&range.lower)?,
-            upper: encode(&range.upper)?,
-        })
     }
 
     /// [`ComponentIndex::positions`] of a range [`ComponentIndex::encode_ranges`] encoded.
@@ -784,7 +772,9 @@ mod tests {
             .iter()
             .map(|range| {
                 index
-                    .encode_range(range)
+                    .encode_ranges(std::slice::from_ref(range))
+                    .pop()
+                    .flatten()
                     .map(|r| index.rows(index.positions_encoded(&r)).to_vec())
             })
             .collect();

@@ -43,11 +43,19 @@ pub async fn checked(db: &Database, query: &str) -> Vec<String> {
 
 /// The answer with the join method forced to `method`, then back to `auto`.
 pub async fn rows_with(db: &Database, method: &str, query: &str) -> Vec<String> {
-    db.sql(&format!("SET cairn.join_method = '{method}'"))
+    rows_forced(db, "join_method", method, query).await
+}
+
+/// The answer with `cairn.<setting>` (`access_path` or `join_method`) forced to `value`,
+/// then back to `auto`.
+pub async fn rows_forced(db: &Database, setting: &str, value: &str, query: &str) -> Vec<String> {
+    db.sql(&format!("SET cairn.{setting} = '{value}'"))
         .await
         .unwrap();
     let answer = rows(db, query).await;
-    db.sql("SET cairn.join_method = 'auto'").await.unwrap();
+    db.sql(&format!("SET cairn.{setting} = 'auto'"))
+        .await
+        .unwrap();
     answer
 }
 
