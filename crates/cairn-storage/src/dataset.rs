@@ -309,10 +309,10 @@ impl Dataset {
             });
             let mut state = self.partitions[partition as usize].state.write();
             state.applying_lsn = Some(lsn);
-            let applied = apply_in_runs(&mut state, partition_ops, lsn, run_records);
+            let applied = apply_in_runs(&self.shape, &mut state, partition_ops, lsn, run_records);
             state.applying_lsn = None;
             deletes_missed += applied?;
-            flush_wanted |= state.memtable_bytes >= options.memtable_flush_bytes;
+            flush_wanted |= state.memtable_bytes() >= options.memtable_flush_bytes;
             overloaded |= state.is_overloaded(options);
         }
         // Released before waiting for the log, so that batches still share fsyncs.
@@ -428,9 +428,9 @@ impl Dataset {
                 let key = record
                     .key(&self.shape.dataset_type)
                     .map_err(|e| StorageError::corrupt(&self.dir, e.to_string()))?;
-                state.put(key, Arc::new(record), lsn, false)
+                state.put(&self.shape, key, record, lsn, false)
             }
-            LoggedOp::Delete(key) => state.delete(&key, lsn).map(|_| ()),
+            LoggedOp::Delete(key) => state.delete(&self.shape, &key, lsn).map(|_| ()),
         }
     }
 
@@ -440,10 +440,10 @@ impl Dataset {
             self.check_key(key, 0)?;
         }
         let partition = &self.partitions[self.partition_of(key) as usize];
-        let found = partition.state.read().lookup(key)?;
+        let found = partition.state.read().lookup(&self.shape, key)?;
         match found {
             None => Ok(None),
-            Some(Found::Record(record)) => Ok(Some(record.as_ref().clone())),
+            Some(Found::Record(record)) => Ok(Some(record)),
             Some(Found::Row(component, row)) => component.fetch(row).map(Some),
         }
     }
@@ -474,20 +474,20 @@ impl Dataset {
         for partition in &self.partitions {
             let (memory, slots) = {
                 let state = partition.state.read();
-                let memory: Vec<(Key, Arc<Record>)> = state
+                let memory: Vec<(Key, Record)> = state
                     .memtable
-                    .range::<Key, _>((lo, hi))
-                    .map(|(k, r)| (k.clone(), r.clone()))
+                    .live_in((lo, hi))
+                    .map(|(key, seq)| (key.clone(), state.memtable.rows().record(&self.shape, seq)))
                     .collect();
                 (memory, state.snapshot_slots())
             };
-            out.extend(memory.into_iter().map(|(k, r)| (k, r.as_ref().clone())));
+            out.extend(memory);
             for (component, deleted) in slots {
                 match component {
                     ComponentRef::Frozen(frozen) => {
-                        for (row, (key, record)) in frozen.rows.iter().enumerate() {
+                        for (row, (key, _)) in frozen.keys.iter().enumerate() {
                             if in_range(key) && !deleted.contains(row as u64) {
-                                out.push((key.clone(), record.as_ref().clone()));
+                                out.push((key.clone(), frozen.record(row as u64)));
                             }
                         }
                     }
@@ -706,6 +706,7 @@ pub(crate) fn encoded_size_over(
 /// every `run_records` of them (a flush let in between records only what is wholly applied:
 /// see `PartitionState::complete_lsn`). Returns how many deletes found no record.
 fn apply_in_runs(
+    shape: &DatasetShape,
     state: &mut RwLockWriteGuard<'_, PartitionState>,
     ops: impl Iterator<Item = (Key, LoggedOp)>,
     lsn: u64,
@@ -717,10 +718,10 @@ fn apply_in_runs(
             RwLockWriteGuard::bump(state);
         }
         match op {
-            LoggedOp::Insert(record) => state.put(key, Arc::new(record), lsn, true)?,
-            LoggedOp::Upsert(record) => state.put(key, Arc::new(record), lsn, false)?,
+            LoggedOp::Insert(record) => state.put(shape, key, record, lsn, true)?,
+            LoggedOp::Upsert(record) => state.put(shape, key, record, lsn, false)?,
             LoggedOp::Delete(_) => {
-                if !state.delete(&key, lsn)? {
+                if !state.delete(shape, &key, lsn)? {
                     deletes_missed += 1;
                 }
             }

@@ -12,7 +12,8 @@
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
-use crate::partition::ComponentRef;
+use crate::memory_component::MemoryComponent;
+use crate::partition::{ComponentRef, FrozenMemtable};
 use crate::secondary_index::{
     CoveredColumn, EncodedRange, IndexDefinition, IndexRange, ranges_contain, value_at_path,
 };
@@ -44,54 +45,97 @@ fn covered_batch(
     RecordBatch::try_new(Arc::new(projected), columns).map_err(StorageError::from)
 }
 
+/// What an index search asks of a record in memory, where no index structure answers it.
+pub(crate) struct MemoryMatch<'a> {
+    /// The top-level fields `record` reads (the only ones decoded).
+    pub fields: Vec<usize>,
+    pub record: &'a dyn Fn(&Record) -> bool,
+}
+
+impl<'a> MemoryMatch<'a> {
+    /// A test of `definition`'s fields by `record`.
+    pub fn of(
+        definition: &IndexDefinition,
+        record_type: &cairn_model::RecordType,
+        record: &'a dyn Fn(&Record) -> bool,
+    ) -> Self {
+        MemoryMatch {
+            fields: definition.top_level_fields(record_type),
+            record,
+        }
+    }
+}
+
+/// The rows (in key order numbering) of a frozen memory component that `live` keeps and whose
+/// record passes `matches`.
+fn matching_frozen_rows(
+    frozen: &FrozenMemtable,
+    matches: &MemoryMatch<'_>,
+    live: impl Fn(u64) -> bool,
+) -> Vec<u64> {
+    (0..frozen.len() as u64)
+        .filter(|&row| live(row) && (matches.record)(&frozen.record_fields(row, &matches.fields)))
+        .collect()
+}
+
 /// A search of one disk component for the rows an index names, told which rows are live.
 pub(crate) type ComponentRows<'a> =
     dyn Fn(&DiskComponent, &dyn Fn(u64) -> bool) -> Result<Vec<u64>> + 'a;
 
 impl Dataset {
     /// How many rows an index search names over every partition: memory and frozen records
-    /// that pass `record_matches`, plus what `component_count` counts in each disk component
+    /// that pass `matches`, plus what `component_count` counts in each disk component
     /// (entries of deleted rows still count, so it is an upper bound).
     pub(crate) fn count_through_index(
         &self,
-        record_matches: &dyn Fn(&Record) -> bool,
+        matches: &MemoryMatch<'_>,
         component_count: &dyn Fn(&DiskComponent) -> Result<u64>,
     ) -> Result<u64> {
         let mut total = 0u64;
         for partition in &self.partitions {
             let (in_memory, slots) = {
                 let state = partition.state.read();
-                let in_memory = state
-                    .memtable
-                    .values()
-                    .filter(|r| record_matches(r))
-                    .count();
+                let in_memory = self.matching_memory_rows(&state.memtable, matches).len();
                 (in_memory as u64, state.snapshot_slots())
             };
             total += in_memory;
             for (component, _) in slots {
                 total += match component {
                     ComponentRef::Disk(disk) => component_count(&disk)?,
-                    ComponentRef::Frozen(frozen) => frozen
-                        .rows
-                        .iter()
-                        .filter(|(_, r)| record_matches(r))
-                        .count() as u64,
+                    ComponentRef::Frozen(frozen) => {
+                        matching_frozen_rows(&frozen, matches, |_| true).len() as u64
+                    }
                 };
             }
         }
         Ok(total)
     }
 
+    /// The live memory rows whose record passes `matches`, in key order.
+    fn matching_memory_rows(
+        &self,
+        memtable: &MemoryComponent,
+        matches: &MemoryMatch<'_>,
+    ) -> Vec<u32> {
+        let rows = memtable.rows();
+        memtable
+            .live()
+            .filter(|&(_, seq)| {
+                (matches.record)(&rows.record_fields(&self.shape, seq, &matches.fields))
+            })
+            .map(|(_, seq)| seq)
+            .collect()
+    }
+
     /// The live rows of partition `partition` an index search names, with columns
-    /// `projection` of the dataset schema: memory and frozen records that pass
-    /// `record_matches`, and the rows `component_rows` finds in each disk component (any
-    /// order, repeats allowed), less the deleted ones. `component_rows` is told which rows
-    /// are live, for searches that rank what they find.
+    /// `projection` of the dataset schema: memory and frozen records that pass `matches`,
+    /// and the rows `component_rows` finds in each disk component (any order, repeats
+    /// allowed), less the deleted ones. `component_rows` is told which rows are live, for
+    /// searches that rank what they find.
     pub(crate) fn scan_through_index(
         &self,
         partition: usize,
-        record_matches: &dyn Fn(&Record) -> bool,
+        matches: &MemoryMatch<'_>,
         component_rows: &ComponentRows,
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
@@ -101,17 +145,19 @@ impl Dataset {
                 message: format!("partition {partition} does not exist"),
             });
         };
-        let (mut records, slots) = {
+        let (memory, slots) = {
             let state = state.state.read();
-            let records: Vec<Arc<Record>> = state
-                .memtable
-                .values()
-                .filter(|r| record_matches(r))
-                .cloned()
-                .collect();
-            (records, state.snapshot_slots())
+            let seqs = self.matching_memory_rows(&state.memtable, matches);
+            (
+                (state.memtable.rows().clone(), seqs),
+                state.snapshot_slots(),
+            )
         };
         let mut batches = Vec::new();
+        let (memory_rows, seqs) = memory;
+        if !seqs.is_empty() {
+            batches.push(memory_rows.batch_of(&self.shape, &seqs, projection)?);
+        }
         for (component, deleted) in slots {
             match component {
                 ComponentRef::Disk(disk) => {
@@ -125,17 +171,12 @@ impl Dataset {
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
                 ComponentRef::Frozen(frozen) => {
-                    for (row, (_, record)) in frozen.rows.iter().enumerate() {
-                        if !deleted.contains(row as u64) && record_matches(record) {
-                            records.push(record.clone());
-                        }
+                    let rows = matching_frozen_rows(&frozen, matches, |row| !deleted.contains(row));
+                    if !rows.is_empty() {
+                        batches.push(frozen.batch_of(&rows, projection)?);
                     }
                 }
             }
-        }
-        if !records.is_empty() {
-            let refs: Vec<&Record> = records.iter().map(|r| r.as_ref()).collect();
-            batches.push(self.shape.records_batch(&refs, projection)?);
         }
         Ok(batches)
     }
@@ -203,10 +244,11 @@ impl Dataset {
             indexes.push(definition.clone());
         }
         for partition in &self.partitions {
-            partition
-                .state
-                .write()
-                .add_memory_index(&definition, &self.shape.dataset_type.record);
+            partition.state.write().add_memory_index(
+                &self.shape,
+                &definition,
+                &self.shape.dataset_type.record,
+            );
         }
         let built = self.build_everywhere(&definition, threads.max(1));
         let persisted = built.and_then(|()| self.persist_manifest(wal));
@@ -291,14 +333,15 @@ impl Dataset {
             .ok_or_else(|| self.unknown_index(name))?;
         let record_type = &self.shape.dataset_type.record;
         let leading = &definition.fields[0];
-        let matches = |record: &Record| range.contains(value_at_path(record_type, record, leading));
+        let test = |record: &Record| range.contains(value_at_path(record_type, record, leading));
+        let matches = MemoryMatch::of(&definition, record_type, &test);
         let mut total = 0u64;
         for partition in &self.partitions {
             let (in_memory, slots) = {
                 let state = partition.state.read();
                 let in_memory = match state.memory_indexes.get(name) {
                     Some(index) => index.count_in(range),
-                    None => state.memtable.values().filter(|r| matches(r)).count(),
+                    None => self.matching_memory_rows(&state.memtable, &matches).len(),
                 };
                 (in_memory as u64, state.snapshot_slots())
             };
@@ -310,7 +353,7 @@ impl Dataset {
                     }
                     ComponentRef::Frozen(frozen) => match frozen.indexes.get(name) {
                         Some(index) => index.count_in(range) as u64,
-                        None => frozen.rows.iter().filter(|(_, r)| matches(r)).count() as u64,
+                        None => matching_frozen_rows(&frozen, &matches, |_| true).len() as u64,
                     },
                 };
             }
@@ -340,27 +383,26 @@ impl Dataset {
         };
         let record_type = &self.shape.dataset_type.record;
         let leading = &definition.fields[0];
-        let matches =
+        let test =
             |record: &Record| ranges_contain(ranges, value_at_path(record_type, record, leading));
-        let (mut records, slots) = {
+        let matches = MemoryMatch::of(&definition, record_type, &test);
+        let (memory_rows, seqs, slots) = {
             let state = state.state.read();
-            let records: Vec<Arc<Record>> = match state.memory_indexes.get(name) {
+            let seqs: Vec<u32> = match state.memory_indexes.get(name) {
                 Some(index) => ranges
                     .iter()
                     .flat_map(|range| index.keys_in(range))
-                    .filter_map(|key| state.memtable.get(key).cloned())
+                    .filter_map(|key| state.memtable.seq_of(key))
                     .collect(),
-                None => state
-                    .memtable
-                    .values()
-                    .filter(|r| matches(r))
-                    .cloned()
-                    .collect(),
+                None => self.matching_memory_rows(&state.memtable, &matches),
             };
-            (records, state.snapshot_slots())
+            (state.memtable.rows().clone(), seqs, state.snapshot_slots())
         };
         let covering = definition.covering(&self.shape.schema, projection);
         let mut batches = Vec::new();
+        if !seqs.is_empty() {
+            batches.push(memory_rows.batch_of(&self.shape, &seqs, projection)?);
+        }
         // The ranges' bounds, encoded once for every component (a join's lookup holds one
         // range per key).
         let mut encoded: Option<Vec<Option<EncodedRange>>> = None;
@@ -405,29 +447,23 @@ impl Dataset {
                     rows.sort_unstable();
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
-                ComponentRef::Frozen(frozen) => match frozen.indexes.get(name) {
-                    Some(index) => {
-                        for key in ranges.iter().flat_map(|range| index.keys_in(range)) {
-                            if let Some(row) = frozen.find(key)
-                                && !deleted.contains(row)
-                            {
-                                records.push(frozen.rows[row as usize].1.clone());
-                            }
+                ComponentRef::Frozen(frozen) => {
+                    let rows: Vec<u64> = match frozen.indexes.get(name) {
+                        Some(index) => ranges
+                            .iter()
+                            .flat_map(|range| index.keys_in(range))
+                            .filter_map(|key| frozen.find(key))
+                            .filter(|&row| !deleted.contains(row))
+                            .collect(),
+                        None => {
+                            matching_frozen_rows(&frozen, &matches, |row| !deleted.contains(row))
                         }
+                    };
+                    if !rows.is_empty() {
+                        batches.push(frozen.batch_of(&rows, projection)?);
                     }
-                    None => {
-                        for (row, (_, record)) in frozen.rows.iter().enumerate() {
-                            if !deleted.contains(row as u64) && matches(record) {
-                                records.push(record.clone());
-                            }
-                        }
-                    }
-                },
+                }
             }
-        }
-        if !records.is_empty() {
-            let refs: Vec<&Record> = records.iter().map(|r| r.as_ref()).collect();
-            batches.push(self.shape.records_batch(&refs, projection)?);
         }
         Ok(batches)
     }

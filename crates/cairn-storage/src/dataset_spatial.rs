@@ -4,6 +4,7 @@
 //! bounding box; the query's own shape (a circle, say) is tested by the filter above the scan.
 
 use crate::dataset::Dataset;
+use crate::dataset_indexes::MemoryMatch;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::{IndexDefinition, IndexKind, value_at_path};
 use crate::spatial_index::{BoundingBox, bounding_box, boxes_intersect};
@@ -42,7 +43,9 @@ impl Dataset {
     pub fn spatial_estimate(&self, name: &str, query: &BoundingBox) -> Result<u64> {
         let definition = self.rtree_definition(name)?;
         let queries = std::slice::from_ref(query);
-        self.count_through_index(&|r| self.meets(&definition, r, queries), &|disk| {
+        let test = |r: &Record| self.meets(&definition, r, queries);
+        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
+        self.count_through_index(&matches, &|disk| {
             Ok(disk.spatial_index(&definition)?.count(query) as u64)
         })
     }
@@ -75,9 +78,11 @@ impl Dataset {
                 ),
             });
         }
+        let test = |r: &Record| self.meets(&definition, r, queries);
+        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
         self.scan_through_index(
             partition,
-            &|r| self.meets(&definition, r, queries),
+            &matches,
             &|disk, live| {
                 let index = disk.spatial_index(&definition)?;
                 let mut rows = Vec::new();

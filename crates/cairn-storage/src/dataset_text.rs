@@ -5,6 +5,7 @@
 //! query's own filter above the scan verifies.
 
 use crate::dataset::Dataset;
+use crate::dataset_indexes::MemoryMatch;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::{IndexDefinition, value_at_path};
 use crate::text_index::{TermPlan, text_is_candidate};
@@ -40,7 +41,9 @@ impl Dataset {
     /// an upper bound on the rows a text scan returns (deleted rows still count).
     pub fn text_estimate(&self, name: &str, plan: &TermPlan) -> Result<u64> {
         let definition = self.text_definition(name)?;
-        self.count_through_index(&|r| self.is_candidate(&definition, plan, r), &|disk| {
+        let test = |r: &Record| self.is_candidate(&definition, plan, r);
+        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
+        self.count_through_index(&matches, &|disk| {
             Ok(disk.text_index(&definition)?.candidate_count(plan))
         })
     }
@@ -55,9 +58,11 @@ impl Dataset {
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.text_definition(name)?;
+        let test = |r: &Record| self.is_candidate(&definition, plan, r);
+        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
         self.scan_through_index(
             partition,
-            &|r| self.is_candidate(&definition, plan, r),
+            &matches,
             &|disk, _| {
                 let candidates = disk.text_index(&definition)?.candidates(plan);
                 Ok(candidates.iter().map(u64::from).collect())

@@ -5,14 +5,15 @@
 //! frozen rows are written outside the lock, and the disk component then takes the frozen one's
 //! slot with the same row numbers, so its deletion vector carries over unchanged.
 
-use crate::component::{DiskComponent, write_component};
+use crate::component::{DiskComponent, write_component_batches};
 use crate::dataset::{Dataset, partition_dir};
 use crate::durable_file::sync_dir;
 use crate::error::Result;
+use crate::memory_component::MemoryComponent;
 use crate::partition::{ComponentRef, FrozenMemtable, Slot};
 use crate::statistics::ColumnSummaries;
 use crate::wal::Wal;
-use cairn_model::Record;
+use arrow::array::RecordBatch;
 use std::sync::{Arc, OnceLock};
 
 impl Dataset {
@@ -44,11 +45,12 @@ impl Dataset {
                     return Ok(true);
                 }
                 None => {
-                    let rows: Vec<_> = std::mem::take(&mut state.memtable).into_iter().collect();
-                    state.memtable_bytes = 0;
+                    let (keys, rows) = std::mem::take(&mut state.memtable).freeze();
                     let fresh_indexes = state.memory_indexes.empty_like();
                     let frozen = Arc::new(FrozenMemtable {
                         id: self.allocate_component_id(),
+                        shape: self.shape.clone(),
+                        keys,
                         rows,
                         first_lsn: state.memtable_first_lsn.take(),
                         last_lsn: state.complete_lsn(),
@@ -67,8 +69,8 @@ impl Dataset {
             }
         };
 
-        let disk = self.write_rows(index, frozen.id, &frozen.rows, row_group_rows)?;
-        debug_assert_eq!(disk.rows, frozen.rows.len() as u64);
+        let disk = self.write_rows(index, frozen.id, frozen.batch()?, row_group_rows)?;
+        debug_assert_eq!(disk.rows, frozen.len() as u64);
 
         {
             let mut state = partition.state.write();
@@ -117,26 +119,19 @@ impl Dataset {
             let ComponentRef::Frozen(frozen) = state.slots[position].component.clone() else {
                 break;
             };
-            let disk = self.write_rows(index, frozen.id, &frozen.rows, row_group_rows)?;
+            let disk = self.write_rows(index, frozen.id, frozen.batch()?, row_group_rows)?;
             state.slots[position].component = ComponentRef::Disk(Arc::new(disk));
             state.slots[position].deletions_version += 1;
         }
         if !state.memtable.is_empty() {
-            let rows: Vec<_> = std::mem::take(&mut state.memtable).into_iter().collect();
-            state.memtable_bytes = 0;
+            let batch = state.memtable.key_ordered_batch(&self.shape)?;
             let id = self.allocate_component_id();
-            match self.write_rows(index, id, &rows, row_group_rows) {
-                Ok(disk) => {
-                    state
-                        .slots
-                        .insert(0, Slot::new(ComponentRef::Disk(Arc::new(disk))));
-                    state.memory_indexes = state.memory_indexes.empty_like();
-                }
-                Err(e) => {
-                    state.memtable = rows.into_iter().collect();
-                    return Err(e);
-                }
-            }
+            let disk = self.write_rows(index, id, &batch, row_group_rows)?;
+            state
+                .slots
+                .insert(0, Slot::new(ComponentRef::Disk(Arc::new(disk))));
+            state.memtable = MemoryComponent::default();
+            state.memory_indexes = state.memory_indexes.empty_like();
         }
         state.memtable_summary = ColumnSummaries::empty(&self.shape);
         state.memtable_first_lsn = None;
@@ -144,16 +139,26 @@ impl Dataset {
         Ok(())
     }
 
+    /// Writes `batch` (sorted by key, unique keys) as component `id` of partition `index`.
     fn write_rows(
         &self,
         index: usize,
         id: u64,
-        rows: &[(cairn_model::Key, Arc<Record>)],
+        batch: &RecordBatch,
         row_group_rows: usize,
     ) -> Result<DiskComponent> {
         let path = self.dir.join(Self::component_relative_path(index, id));
-        let records: Vec<&Record> = rows.iter().map(|(_, r)| r.as_ref()).collect();
-        write_component(&path, &self.shape, &records, row_group_rows)?;
+        let group = row_group_rows.max(1);
+        let row_groups = (0..batch.num_rows())
+            .step_by(group)
+            .map(|start| Ok(batch.slice(start, group.min(batch.num_rows() - start))));
+        write_component_batches(
+            &path,
+            &self.shape,
+            row_groups,
+            batch.num_rows(),
+            row_group_rows,
+        )?;
         sync_dir(&partition_dir(&self.dir, index))?;
         DiskComponent::open(id, path, self.shape.clone(), self.caches.clone())
     }

@@ -32,6 +32,7 @@ pub mod durable_file;
 pub mod error;
 pub mod flush;
 pub mod manifest;
+pub mod memory_component;
 pub mod memory_index;
 pub mod merge;
 pub mod options;

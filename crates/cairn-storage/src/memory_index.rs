@@ -308,17 +308,23 @@ impl MemoryIndexes {
         }
     }
 
-    /// The memory the entries of one record take, for the memory component's byte count.
-    pub fn entry_bytes(&self, key: &Key) -> usize {
-        match self.indexes.len() {
-            0 => 0, // the common case: no index, nothing to size on the write path
-            n => n * Self::one_entry_bytes(key),
-        }
+    pub fn is_empty(&self) -> bool {
+        self.indexes.is_empty()
     }
 
-    /// The memory one index entry for `key` takes.
-    pub fn one_entry_bytes(key: &Key) -> usize {
-        key.approximate_size() + ENTRY_OVERHEAD_BYTES
+    /// The top-level fields the indexes read: a record with only these decoded is indexed
+    /// (and unindexed) exactly as the whole record.
+    pub fn top_level_fields(&self) -> Vec<usize> {
+        let mut fields: Vec<usize> = self.indexes.iter().map(|index| index.path[0]).collect();
+        fields.sort_unstable();
+        fields.dedup();
+        fields
+    }
+
+    /// The memory the indexes take over a memory component of `keys` keys that together take
+    /// `key_bytes`, for the component's byte count.
+    pub fn bytes(&self, keys: usize, key_bytes: usize) -> usize {
+        self.indexes.len() * (key_bytes + keys * ENTRY_OVERHEAD_BYTES)
     }
 }
 

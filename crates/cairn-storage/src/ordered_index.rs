@@ -7,10 +7,12 @@
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
+use crate::memory_component::MemoryRows;
 use crate::partition::ComponentRef;
 use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_values, value_at_path};
+use crate::shape::DatasetShape;
 use arrow::array::RecordBatch;
-use cairn_model::Record;
+use cairn_model::{DataType, Record, Value};
 use roaring::RoaringTreemap;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -22,15 +24,49 @@ enum Source {
         index: Arc<ComponentIndex>,
         deleted: Arc<RoaringTreemap>,
     },
-    /// Memory rows with their encoded leading values, in index order.
-    Memory(Vec<(Vec<u8>, Arc<Record>)>),
+    /// Memory rows: their encoded leading values with their rows, in index order.
+    Memory {
+        rows: MemoryRows,
+        entries: Vec<(Vec<u8>, u32)>,
+    },
+}
+
+/// Rows `seqs` of a memory component as a source, each entered under its encoded leading
+/// value (rows whose value is null are not in the index); `None` when none is left.
+fn memory_source(
+    shape: &DatasetShape,
+    leading_type: &DataType,
+    leading: &str,
+    fields: &[usize],
+    rows: MemoryRows,
+    seqs: Vec<u32>,
+) -> Option<Source> {
+    let records: Vec<Record> = seqs
+        .iter()
+        .map(|&seq| rows.record_fields(shape, seq, fields))
+        .collect();
+    let values: Vec<&Value> = records
+        .iter()
+        .map(|record| value_at_path(&shape.dataset_type.record, record, leading))
+        .collect();
+    let encoded = encode_values(leading_type, &values);
+    let mut entries: Vec<(Vec<u8>, u32)> = encoded
+        .into_iter()
+        .zip(seqs)
+        .filter_map(|(value, seq)| value.map(|value| (value, seq)))
+        .collect();
+    if entries.is_empty() {
+        return None;
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(Source::Memory { rows, entries })
 }
 
 impl Source {
     fn len(&self) -> usize {
         match self {
             Source::Disk { index, .. } => index.len(),
-            Source::Memory(rows) => rows.len(),
+            Source::Memory { entries, .. } => entries.len(),
         }
     }
 }
@@ -103,14 +139,28 @@ impl OrderedIndexScan {
                 })?;
         let record_type = dataset.shape.dataset_type.record.clone();
         let leading = definition.fields[0].clone();
+        let leading_type = definition.field_types(&record_type)[0].clone();
+        let fields = definition.top_level_fields(&record_type);
+        let shape = &dataset.shape;
         let mut sources = Vec::new();
-        let mut memory_records: Vec<Arc<Record>> = Vec::new();
         for partition in &dataset.partitions {
-            let slots = {
+            let (memory, slots) = {
                 let state = partition.state.read();
-                memory_records.extend(state.memtable.values().cloned());
-                state.snapshot_slots()
+                let seqs: Vec<u32> = state.memtable.live().map(|(_, seq)| seq).collect();
+                (
+                    (state.memtable.rows().clone(), seqs),
+                    state.snapshot_slots(),
+                )
             };
+            let (rows, seqs) = memory;
+            sources.extend(memory_source(
+                shape,
+                &leading_type,
+                &leading,
+                &fields,
+                rows,
+                seqs,
+            ));
             for (component, deleted) in slots {
                 match component {
                     ComponentRef::Disk(disk) => {
@@ -122,30 +172,26 @@ impl OrderedIndexScan {
                         });
                     }
                     ComponentRef::Frozen(frozen) => {
-                        for (row, (_, record)) in frozen.rows.iter().enumerate() {
-                            if !deleted.contains(row as u64) {
-                                memory_records.push(record.clone());
-                            }
-                        }
+                        let seqs: Vec<u32> = frozen
+                            .keys
+                            .iter()
+                            .enumerate()
+                            .filter(|(row, _)| !deleted.contains(*row as u64))
+                            .map(|(_, (_, seq))| *seq)
+                            .collect();
+                        let rows = frozen.rows.clone();
+                        sources.extend(memory_source(
+                            shape,
+                            &leading_type,
+                            &leading,
+                            &fields,
+                            rows,
+                            seqs,
+                        ));
                     }
                 }
             }
         }
-        // Memory rows are encoded like index entries.
-        let leading_type = definition.field_types(&record_type)[0].clone();
-        let values: Vec<&cairn_model::Value> = memory_records
-            .iter()
-            .map(|record| value_at_path(&record_type, record, &leading))
-            .collect();
-        let encoded = encode_values(&leading_type, &values);
-        drop(values);
-        let mut memory: Vec<(Vec<u8>, Arc<Record>)> = encoded
-            .into_iter()
-            .zip(memory_records)
-            .filter_map(|(key, record)| key.map(|key| (key, record)))
-            .collect();
-        memory.sort_by(|a, b| a.0.cmp(&b.0));
-        sources.push(Source::Memory(memory));
 
         let mut scan = OrderedIndexScan {
             dataset,
@@ -184,7 +230,7 @@ impl OrderedIndexScan {
                     }
                     key.to_vec()
                 }
-                Source::Memory(rows) => rows[position].0.clone(),
+                Source::Memory { entries, .. } => entries[position].0.clone(),
             };
             self.cursors[cursor].taken = taken;
             self.heap.push(Head {
@@ -245,10 +291,9 @@ impl OrderedIndexScan {
                         batches.push(batch);
                     }
                 }
-                Source::Memory(rows) => {
-                    let records: Vec<&Record> =
-                        positions.iter().map(|&p| rows[p].1.as_ref()).collect();
-                    let batch = self.dataset.shape.records_batch(&records, projection)?;
+                Source::Memory { rows, entries } => {
+                    let seqs: Vec<u32> = positions.iter().map(|&p| entries[p].1).collect();
+                    let batch = rows.batch_of(&self.dataset.shape, &seqs, projection)?;
                     for (row, &position) in positions.iter().enumerate() {
                         located.insert((source, position), (batches.len(), row));
                     }

@@ -8,6 +8,7 @@
 
 use crate::component::DiskComponent;
 use crate::error::Result;
+use crate::memory_component::{MemoryComponent, MemoryRows};
 use crate::memory_index::MemoryIndexes;
 use crate::options::StorageOptions;
 use crate::secondary_index::IndexDefinition;
@@ -16,41 +17,72 @@ use crate::statistics::ColumnSummaries;
 use arrow::array::RecordBatch;
 use cairn_model::{Key, Record, RecordType};
 use roaring::RoaringTreemap;
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::sync::{Arc, OnceLock};
 
-/// A memory component that is being flushed: sorted, immutable, still served from memory.
+/// A memory component that is being flushed: immutable, still served from memory. Its row
+/// `i` is its `i`th key in key order, as in the disk component it becomes.
 pub struct FrozenMemtable {
     pub id: u64,
-    pub rows: Vec<(Key, Arc<Record>)>,
+    pub shape: Arc<DatasetShape>,
+    /// Live keys in key order, each with its row in `rows`.
+    pub keys: Vec<(Key, u32)>,
+    pub rows: MemoryRows,
     /// LSN of the first write it holds (the WAL must keep everything from it on).
     pub first_lsn: Option<u64>,
     /// The partition's [`PartitionState::complete_lsn`] when it was frozen: once flushed,
     /// everything up to it is on disk.
     pub last_lsn: u64,
     pub batch: OnceLock<RecordBatch>,
-    /// Column bounds of `rows`, carried over from the memory component.
+    /// Column bounds of its records, carried over from the memory component.
     pub summary: ColumnSummaries,
     /// The memory component's btree indexes as they were when it was frozen.
     pub indexes: MemoryIndexes,
 }
 
 impl FrozenMemtable {
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
     pub fn find(&self, key: &Key) -> Option<u64> {
-        self.rows
+        self.keys
             .binary_search_by(|(k, _)| k.cmp(key))
             .ok()
             .map(|i| i as u64)
     }
 
-    /// The rows as one Arrow batch, built once.
-    pub fn batch(&self, shape: &DatasetShape) -> Result<&RecordBatch> {
+    pub fn key(&self, row: u64) -> &Key {
+        &self.keys[row as usize].0
+    }
+
+    /// Row `row` (in key order) as a record.
+    pub fn record(&self, row: u64) -> Record {
+        self.rows.record(&self.shape, self.keys[row as usize].1)
+    }
+
+    /// Row `row` with only the top-level `fields` read (see [`MemoryRows::record_fields`]).
+    pub fn record_fields(&self, row: u64, fields: &[usize]) -> Record {
+        self.rows
+            .record_fields(&self.shape, self.keys[row as usize].1, fields)
+    }
+
+    /// Rows `rows` (in key order numbering), in that order, cut to `projection`.
+    pub fn batch_of(&self, rows: &[u64], projection: Option<&[usize]>) -> Result<RecordBatch> {
+        let seqs: Vec<u32> = rows.iter().map(|&r| self.keys[r as usize].1).collect();
+        self.rows.batch_of(&self.shape, &seqs, projection)
+    }
+
+    /// Every row in key order as one Arrow batch, built once.
+    pub fn batch(&self) -> Result<&RecordBatch> {
         if let Some(batch) = self.batch.get() {
             return Ok(batch);
         }
-        let records: Vec<&Record> = self.rows.iter().map(|(_, r)| r.as_ref()).collect();
-        let batch = shape.records_batch(&records, None)?;
+        let seqs: Vec<u32> = self.keys.iter().map(|(_, seq)| *seq).collect();
+        let batch = self.rows.batch_of(&self.shape, &seqs, None)?;
         Ok(self.batch.get_or_init(|| batch))
     }
 }
@@ -73,7 +105,7 @@ impl ComponentRef {
     pub fn rows(&self) -> u64 {
         match self {
             ComponentRef::Disk(d) => d.rows,
-            ComponentRef::Frozen(f) => f.rows.len() as u64,
+            ComponentRef::Frozen(f) => f.len() as u64,
         }
     }
 
@@ -87,7 +119,7 @@ impl ComponentRef {
     pub fn fetch(&self, row: u64) -> Result<Record> {
         match self {
             ComponentRef::Disk(d) => d.fetch(row),
-            ComponentRef::Frozen(f) => Ok(f.rows[row as usize].1.as_ref().clone()),
+            ComponentRef::Frozen(f) => Ok(f.record(row)),
         }
     }
 }
@@ -136,11 +168,9 @@ pub enum Location {
 /// The mutable state of one partition, guarded by the partition's lock.
 #[derive(Default)]
 pub struct PartitionState {
-    pub memtable: BTreeMap<Key, Arc<Record>>,
+    pub memtable: MemoryComponent,
     /// The memtable's btree indexes, one per btree index of the dataset.
     pub memory_indexes: MemoryIndexes,
-    /// Memory the memtable and its indexes take, approximately.
-    pub memtable_bytes: usize,
     /// Column bounds of every record put into the memtable since it was last emptied.
     pub memtable_summary: ColumnSummaries,
     /// LSN of the first write into the current memtable.
@@ -168,11 +198,6 @@ fn locate_in_slots(slots: &[Slot], key: &Key) -> Result<Option<(usize, u64)>> {
     Ok(None)
 }
 
-/// Memory one memtable entry takes, with its index entries.
-fn entry_bytes(indexes: &MemoryIndexes, key: &Key, record: &Record) -> usize {
-    key.approximate_size() + record.approximate_size() + indexes.entry_bytes(key)
-}
-
 impl PartitionState {
     /// Finds the live version of `key`.
     pub fn locate(&self, key: &Key) -> Result<Option<Location>> {
@@ -183,14 +208,22 @@ impl PartitionState {
     }
 
     /// The live version of `key`, as a component handle and row or a memtable record.
-    pub fn lookup(&self, key: &Key) -> Result<Option<Found>> {
+    pub fn lookup(&self, shape: &DatasetShape, key: &Key) -> Result<Option<Found>> {
         Ok(match self.locate(key)? {
             None => None,
-            Some(Location::Memtable) => self.memtable.get(key).cloned().map(Found::Record),
+            Some(Location::Memtable) => self.memtable.get(shape, key).map(Found::Record),
             Some(Location::Component { slot, row }) => {
                 Some(Found::Row(self.slots[slot].component.clone(), row))
             }
         })
+    }
+
+    /// Memory the memtable and its indexes take, approximately.
+    pub fn memtable_bytes(&self) -> usize {
+        self.memtable.bytes()
+            + self
+                .memory_indexes
+                .bytes(self.memtable.len(), self.memtable.key_bytes())
     }
 
     /// The LSN up to which every write is wholly applied here: what a flush may record as
@@ -211,56 +244,51 @@ impl PartitionState {
 
     /// Makes `record` the current version of `key` (insert or upsert). `known_absent` says the
     /// caller has just checked that no version exists (a validated INSERT), which skips the
-    /// search of the components.
+    /// search of the components. A failure changes nothing.
     pub fn put(
         &mut self,
+        shape: &DatasetShape,
         key: Key,
-        record: Arc<Record>,
+        record: Record,
         lsn: u64,
         known_absent: bool,
     ) -> Result<()> {
-        self.note_write(lsn);
-        self.memtable_summary.add_record(&record);
-        let added = entry_bytes(&self.memory_indexes, &key, &record);
-        match self.memtable.entry(key) {
-            Entry::Occupied(mut entry) => {
+        self.memtable.make_room(shape)?;
+        match self.memtable.seq_of(&key) {
+            Some(old) => {
                 // The old version's index entries go first: the new one may share its value.
-                self.memory_indexes.remove(entry.key(), entry.get());
-                self.memory_indexes.insert(entry.key(), &record);
-                let old = entry.insert(record);
-                self.memtable_bytes = self.memtable_bytes.saturating_sub(entry_bytes(
-                    &self.memory_indexes,
-                    entry.key(),
-                    &old,
-                ));
+                if !self.memory_indexes.is_empty() {
+                    let fields = self.memory_indexes.top_level_fields();
+                    let old = self.memtable.rows().record_fields(shape, old, &fields);
+                    self.memory_indexes.remove(&key, &old);
+                }
             }
-            Entry::Vacant(entry) => {
-                if !known_absent
-                    && let Some((slot, row)) = locate_in_slots(&self.slots, entry.key())?
-                {
+            None => {
+                if !known_absent && let Some((slot, row)) = locate_in_slots(&self.slots, &key)? {
                     self.slots[slot].mark_deleted(row);
                 }
-                self.memory_indexes.insert(entry.key(), &record);
-                entry.insert(record);
             }
         }
-        self.memtable_bytes += added;
+        self.note_write(lsn);
+        self.memtable_summary.add_record(&record);
+        self.memory_indexes.insert(&key, &record);
+        let record_bytes = record.approximate_size();
+        self.memtable.insert(key, record, record_bytes);
         Ok(())
     }
 
     /// Removes the current version of `key`, if any. Returns whether one existed.
-    pub fn delete(&mut self, key: &Key, lsn: u64) -> Result<bool> {
+    pub fn delete(&mut self, shape: &DatasetShape, key: &Key, lsn: u64) -> Result<bool> {
         self.note_write(lsn);
         match self.locate(key)? {
             None => Ok(false),
             Some(Location::Memtable) => {
-                if let Some(old) = self.memtable.remove(key) {
+                if let Some(old) = self.memtable.remove(key)
+                    && !self.memory_indexes.is_empty()
+                {
+                    let fields = self.memory_indexes.top_level_fields();
+                    let old = self.memtable.rows().record_fields(shape, old, &fields);
                     self.memory_indexes.remove(key, &old);
-                    self.memtable_bytes = self.memtable_bytes.saturating_sub(entry_bytes(
-                        &self.memory_indexes,
-                        key,
-                        &old,
-                    ));
                 }
                 Ok(true)
             }
@@ -272,30 +300,29 @@ impl PartitionState {
     }
 
     /// Indexes the memtable's records by `definition` (if a btree) from now on.
-    pub fn add_memory_index(&mut self, definition: &IndexDefinition, record_type: &RecordType) {
+    pub fn add_memory_index(
+        &mut self,
+        shape: &DatasetShape,
+        definition: &IndexDefinition,
+        record_type: &RecordType,
+    ) {
         self.remove_memory_index(&definition.name);
-        let records = self
+        let fields = definition.top_level_fields(record_type);
+        let rows = self.memtable.rows();
+        let records: Vec<(&Key, Record)> = self
             .memtable
-            .iter()
-            .map(|(key, record)| (key, record.as_ref()));
-        if self.memory_indexes.add(definition, record_type, records) {
-            self.memtable_bytes += self
-                .memtable
-                .keys()
-                .map(MemoryIndexes::one_entry_bytes)
-                .sum::<usize>();
-        }
+            .live()
+            .map(|(key, seq)| (key, rows.record_fields(shape, seq, &fields)))
+            .collect();
+        self.memory_indexes.add(
+            definition,
+            record_type,
+            records.iter().map(|(key, record)| (*key, record)),
+        );
     }
 
     pub fn remove_memory_index(&mut self, name: &str) {
-        if self.memory_indexes.remove_index(name) {
-            let freed = self
-                .memtable
-                .keys()
-                .map(MemoryIndexes::one_entry_bytes)
-                .sum::<usize>();
-            self.memtable_bytes = self.memtable_bytes.saturating_sub(freed);
-        }
+        self.memory_indexes.remove_index(name);
     }
 
     /// Number of disk components (the quantity the hard component limit bounds).
@@ -310,7 +337,8 @@ impl PartitionState {
     /// a flush is still running: writers should wait for background work to catch up.
     pub fn is_overloaded(&self, options: &StorageOptions) -> bool {
         self.disk_component_count() >= options.components_per_partition_max
-            || (self.frozen_count() > 0 && self.memtable_bytes >= 2 * options.memtable_flush_bytes)
+            || (self.frozen_count() > 0
+                && self.memtable_bytes() >= 2 * options.memtable_flush_bytes)
     }
 
     pub fn frozen_count(&self) -> usize {
@@ -354,6 +382,6 @@ impl PartitionState {
 
 /// A located current version.
 pub enum Found {
-    Record(Arc<Record>),
+    Record(Record),
     Row(ComponentRef, u64),
 }

@@ -10,7 +10,7 @@ use crate::partition::ComponentRef;
 use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use cairn_model::arrow_mapping::value_at;
-use cairn_model::{DataType, Record, Value};
+use cairn_model::{DataType, Value};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
@@ -216,22 +216,19 @@ impl Dataset {
         }
         let ranges = self.range_columns(&request.ranges)?;
         {
-            let (memory, slots) = {
+            let ((memory, dead), slots) = {
                 let state = partition.state.read();
-                let memory: Vec<Arc<Record>> = state.memtable.values().cloned().collect();
-                (memory, state.snapshot_slots())
+                (state.memtable.snapshot(), state.snapshot_slots())
             };
             let mut units = VecDeque::new();
             let mut pruned = 0;
-            if !memory.is_empty() {
-                let records: Vec<&Record> = memory.iter().map(|r| r.as_ref()).collect();
-                let batch = self.shape.records_batch(&records, None)?;
+            for batch in memory.live_batches(&self.shape, &dead, None)? {
                 units.push_back(Unit::Batch(batch));
             }
             for (component, deleted) in slots {
                 match component {
                     ComponentRef::Frozen(frozen) => {
-                        let batch = frozen.batch(&self.shape)?.clone();
+                        let batch = frozen.batch()?.clone();
                         units.push_back(Unit::Batch(filter_deleted(batch, 0, &deleted)?));
                     }
                     ComponentRef::Disk(disk) => {

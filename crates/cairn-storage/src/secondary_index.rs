@@ -103,6 +103,19 @@ fn orderable(data_type: &DataType) -> bool {
 }
 
 impl IndexDefinition {
+    /// The top-level fields of `record_type` that the indexed fields start from, in field
+    /// order: a record with only these read is as good as the whole one to the index.
+    pub fn top_level_fields(&self, record_type: &RecordType) -> Vec<usize> {
+        let mut fields: Vec<usize> = self
+            .fields
+            .iter()
+            .filter_map(|path| record_type.field_index(path.split('.').next()?))
+            .collect();
+        fields.sort_unstable();
+        fields.dedup();
+        fields
+    }
+
     /// Checks the definition against the dataset's record type; the error says what is wrong
     /// and names the offending field or name.
     pub fn validate(&self, record: &RecordType) -> std::result::Result<(), String> {

@@ -304,7 +304,7 @@ impl Dataset {
                             }
                         }
                     }
-                    ComponentRef::Frozen(frozen) => memory_rows += frozen.rows.len() as u64,
+                    ComponentRef::Frozen(frozen) => memory_rows += frozen.len() as u64,
                 }
             }
         }

@@ -595,7 +595,7 @@ impl Inner {
             for index in 0..dataset.partitions.len() {
                 let (bytes, frozen) = {
                     let state = dataset.partitions[index].state.read();
-                    (state.memtable_bytes, state.frozen_count())
+                    (state.memtable_bytes(), state.frozen_count())
                 };
                 total += bytes;
                 if bytes >= options.memtable_flush_bytes || frozen > 0 {

@@ -860,12 +860,7 @@ fn a_flush_between_runs_of_a_batch_leaves_the_batch_to_replay() {
         let mut state = dataset.partitions[0].state.write();
         state.applying_lsn = Some(half_applied);
         state
-            .put(
-                Key::int(2),
-                std::sync::Arc::new(item(2, 2)),
-                half_applied,
-                false,
-            )
+            .put(&dataset.shape, Key::int(2), item(2, 2), half_applied, false)
             .unwrap();
     }
     storage.flush("items").unwrap();
