@@ -33,6 +33,40 @@ pub enum WriteOp {
     Upsert(Record),
     /// Deletes the key if it exists.
     Delete(Key),
+    /// Inserts or replaces a record [`Dataset::check`] has already passed, which the write
+    /// then takes without checking it again (unless it was checked for another dataset).
+    UpsertChecked(CheckedRecord),
+}
+
+/// A record [`Dataset::check`] has passed: canonical for the dataset's declared type, within
+/// `record_max_bytes`, with its key drawn. Only `check` makes one, so a write to the same
+/// dataset can skip the checks a feed has already run on every record.
+#[derive(Debug, Clone)]
+pub struct CheckedRecord {
+    /// The shape it was checked against; held, so that it cannot be mistaken for another.
+    shape: Arc<DatasetShape>,
+    record: Record,
+    key: Key,
+}
+
+impl CheckedRecord {
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    pub fn into_record(self) -> Record {
+        self.record
+    }
+}
+
+impl PartialEq for CheckedRecord {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shape, &other.shape) && self.record == other.record
+    }
 }
 
 /// What a reader may see of a write batch while it is being applied. Either way it may see
@@ -249,6 +283,14 @@ impl Dataset {
                     self.check_key(&key, position)?;
                     (key.clone(), LoggedOp::Delete(key))
                 }
+                WriteOp::UpsertChecked(checked) if Arc::ptr_eq(&checked.shape, &self.shape) => {
+                    (checked.key, LoggedOp::Upsert(checked.record))
+                }
+                WriteOp::UpsertChecked(checked) => {
+                    let mut record = checked.record;
+                    let key = self.check_record(&mut record, position, options, &mut scratch)?;
+                    (key, LoggedOp::Upsert(record))
+                }
             };
             prepared.push((self.partition_of(&key), key, logged));
         }
@@ -383,6 +425,22 @@ impl Dataset {
         record
             .key(&self.shape.dataset_type)
             .map_err(|e| self.invalid(position, e))
+    }
+
+    /// [`Self::check_record`], keeping the outcome with the record for [`WriteOp::UpsertChecked`].
+    pub fn check(
+        &self,
+        mut record: Record,
+        position: usize,
+        options: &StorageOptions,
+        scratch: &mut Vec<u8>,
+    ) -> Result<CheckedRecord> {
+        let key = self.check_record(&mut record, position, options, scratch)?;
+        Ok(CheckedRecord {
+            shape: self.shape.clone(),
+            record,
+            key,
+        })
     }
 
     fn check_key(&self, key: &Key, position: usize) -> Result<()> {

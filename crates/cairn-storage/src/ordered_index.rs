@@ -142,6 +142,9 @@ impl OrderedIndexScan {
         let leading_type = definition.field_types(&record_type)[0].clone();
         let fields = definition.top_level_fields(&record_type);
         let shape = &dataset.shape;
+        let memory_source = |rows: MemoryRows, seqs: Vec<u32>| {
+            memory_source(shape, &leading_type, &leading, &fields, rows, seqs)
+        };
         let mut sources = Vec::new();
         for partition in &dataset.partitions {
             let (memory, slots) = {
@@ -153,14 +156,7 @@ impl OrderedIndexScan {
                 )
             };
             let (rows, seqs) = memory;
-            sources.extend(memory_source(
-                shape,
-                &leading_type,
-                &leading,
-                &fields,
-                rows,
-                seqs,
-            ));
+            sources.extend(memory_source(rows, seqs));
             for (component, deleted) in slots {
                 match component {
                     ComponentRef::Disk(disk) => {
@@ -179,15 +175,7 @@ impl OrderedIndexScan {
                             .filter(|(row, _)| !deleted.contains(*row as u64))
                             .map(|(_, (_, seq))| *seq)
                             .collect();
-                        let rows = frozen.rows.clone();
-                        sources.extend(memory_source(
-                            shape,
-                            &leading_type,
-                            &leading,
-                            &fields,
-                            rows,
-                            seqs,
-                        ));
+                        sources.extend(memory_source(frozen.rows.clone(), seqs));
                     }
                 }
             }

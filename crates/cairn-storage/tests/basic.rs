@@ -868,3 +868,39 @@ fn a_flush_between_runs_of_a_batch_leaves_the_batch_to_replay() {
     assert_eq!(state.disk_component_count(), 1, "the flush wrote the run");
     assert_eq!(state.flushed_lsn, before);
 }
+
+#[test]
+fn a_checked_record_is_written_unchecked_only_to_the_dataset_it_was_checked_for() {
+    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_with_items(dir.path(), 2);
+    let ids_only = RecordType::new(vec![Field::new("id", DataType::Int64)], false).unwrap();
+    storage
+        .create_dataset(
+            "ids",
+            DatasetType::new(ids_only, vec!["id".into()]).unwrap(),
+            Some(2),
+        )
+        .unwrap();
+    let items = storage.dataset("items").unwrap();
+    let checked = items
+        .check(item(5, 6), 0, storage.options(), &mut Vec::new())
+        .unwrap();
+    assert_eq!(checked.key(), &Key::int(5));
+
+    // Another dataset checks it again, and this one does not fit its closed type.
+    let refused = storage.write("ids", vec![WriteOp::UpsertChecked(checked.clone())]);
+    assert!(
+        matches!(refused, Err(StorageError::InvalidRecord { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(storage.get("ids", &Key::int(5)).unwrap(), None);
+
+    storage
+        .write("items", vec![WriteOp::UpsertChecked(checked)])
+        .unwrap();
+    assert_eq!(
+        storage.get("items", &Key::int(5)).unwrap(),
+        Some(item(5, 6))
+    );
+}

@@ -12,7 +12,7 @@ use arrow::datatypes::{Schema, SchemaRef};
 use cairn_model::arrow_mapping::{arrow_schema, record_at, records_to_batch};
 use cairn_model::{EXTRA_FIELDS_COLUMN, Record, RecordType};
 use cairn_storage::StorageOptions;
-use cairn_storage::dataset::Dataset;
+use cairn_storage::dataset::{CheckedRecord, Dataset};
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
     SchemaProvider, TableProvider,
@@ -69,7 +69,7 @@ pub struct RejectedRow {
 
 /// What one batch became.
 pub struct FunctionOutput {
-    pub records: Vec<Record>,
+    pub records: Vec<CheckedRecord>,
     pub rejected: Vec<RejectedRow>,
 }
 
@@ -140,12 +140,9 @@ impl FeedFunction {
                 if reason.is_some() {
                     continue;
                 }
-                let mut record = record_at(record_type, &arrays, row);
-                match self
-                    .dataset
-                    .check_record(&mut record, 0, options, &mut scratch)
-                {
-                    Ok(_key) => output.records.push(record),
+                let record = record_at(record_type, &arrays, row);
+                match self.dataset.check(record, 0, options, &mut scratch) {
+                    Ok(checked) => output.records.push(checked),
                     Err(e) => *reason = Some(rejection_reason(e)),
                 }
             }

@@ -13,7 +13,7 @@ use cairn_model::Record;
 use cairn_model::json::record_to_json;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
-use cairn_storage::dataset::Dataset;
+use cairn_storage::dataset::{CheckedRecord, Dataset};
 use cairn_storage::{BatchVisibility, Storage, StorageError, WriteOp};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -112,10 +112,34 @@ impl ConnectionError {
     }
 }
 
+/// A parsed line's record.
+enum Parsed {
+    /// Checked against the dataset, so that the write need not check it again.
+    Checked(CheckedRecord),
+    /// Of the `APPLY FUNCTION`'s input type: the function's results are checked instead.
+    Input(Record),
+}
+
+impl Parsed {
+    fn into_record(self) -> Record {
+        match self {
+            Parsed::Checked(checked) => checked.into_record(),
+            Parsed::Input(record) => record,
+        }
+    }
+
+    fn into_write(self) -> WriteOp {
+        match self {
+            Parsed::Checked(checked) => WriteOp::UpsertChecked(checked),
+            Parsed::Input(record) => WriteOp::Upsert(record),
+        }
+    }
+}
+
 /// Lines parsed by the reader, in order.
 struct Chunk {
     /// Parsed records with their line numbers.
-    records: Vec<(u64, Record)>,
+    records: Vec<(u64, Parsed)>,
     /// Line numbers of rejected lines.
     rejected: Vec<u64>,
     /// The last line this chunk covers.
@@ -300,22 +324,22 @@ impl LineParser<'_> {
         }
     }
 
-    fn parse(&self, text: &[u8]) -> Result<Record, String> {
+    fn parse(&self, text: &[u8]) -> Result<Parsed, String> {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 text: {e}"))?;
         if let Some(function) = &self.feed.function {
             // The function's result is checked against the dataset when the batch runs.
             let input_type = function.input_type();
             let mut record = record_from_json_line(input_type, text).map_err(|e| e.to_string())?;
             canonicalize_record(input_type, &mut record, "").map_err(|e| e.to_string())?;
-            return Ok(record);
+            return Ok(Parsed::Input(record));
         }
         let dataset = &self.feed.dataset;
-        let mut record = record_from_json_line(&dataset.shape.dataset_type.record, text)
+        let record = record_from_json_line(&dataset.shape.dataset_type.record, text)
             .map_err(|e| e.to_string())?;
         dataset
-            .check_record(&mut record, 0, self.feed.storage.options(), &mut Vec::new())
-            .map_err(rejection_reason)?;
-        Ok(record)
+            .check(record, 0, self.feed.storage.options(), &mut Vec::new())
+            .map(Parsed::Checked)
+            .map_err(rejection_reason)
     }
 }
 
@@ -333,7 +357,7 @@ pub fn rejection_reason(error: StorageError) -> String {
 /// A batch being gathered.
 #[derive(Default)]
 struct Batch {
-    records: Vec<Record>,
+    records: Vec<Parsed>,
     /// Lines up to here are in this batch or settled before it.
     through_line: u64,
     rejected: u64,
@@ -481,25 +505,26 @@ enum Settled {
 async fn settle(
     feed: &FeedRuntime,
     peer: &str,
-    mut records: Vec<Record>,
+    records: Vec<Parsed>,
     first_line: u64,
     last_line: u64,
 ) -> Settled {
     let mut refused_count = 0;
-    if let Some(function) = &feed.function
-        && !records.is_empty()
-    {
-        let (kept, refused) =
-            apply_function(feed, function, peer, records, first_line, last_line).await;
-        if let (ErrorPolicy::Stop, Some(first)) = (feed.options.on_error, refused.first) {
-            return Settled::Stopped(first);
+    let ops: Vec<WriteOp> = match &feed.function {
+        Some(function) if !records.is_empty() => {
+            let inputs = records.into_iter().map(Parsed::into_record).collect();
+            let (kept, refused) =
+                apply_function(feed, function, peer, inputs, first_line, last_line).await;
+            if let (ErrorPolicy::Stop, Some(first)) = (feed.options.on_error, refused.first) {
+                return Settled::Stopped(first);
+            }
+            refused_count = refused.count;
+            kept.into_iter().map(WriteOp::UpsertChecked).collect()
         }
-        records = kept;
-        refused_count = refused.count;
-    }
-    let count = records.len() as u64;
+        _ => records.into_iter().map(Parsed::into_write).collect(),
+    };
+    let count = ops.len() as u64;
     if count > 0 {
-        let ops: Vec<WriteOp> = records.into_iter().map(WriteOp::Upsert).collect();
         let storage = feed.storage.clone();
         let dataset = feed.dataset.name().to_string();
         // A feed's records are independent, so readers may see a batch arrive in runs.
@@ -535,9 +560,9 @@ async fn apply_function(
     records: Vec<Record>,
     first_line: u64,
     last_line: u64,
-) -> (Vec<Record>, Refused) {
+) -> (Vec<CheckedRecord>, Refused) {
     let lines = format!("lines {first_line} to {last_line} from {peer}");
-    let (kept, refusals): (Vec<Record>, Vec<(String, String)>) =
+    let (kept, refusals): (Vec<CheckedRecord>, Vec<(String, String)>) =
         match function.apply(&records, feed.storage.options()).await {
             Ok(output) => (
                 output.records,
