@@ -50,10 +50,6 @@ pub struct CheckedRecord {
 }
 
 impl CheckedRecord {
-    pub fn record(&self) -> &Record {
-        &self.record
-    }
-
     pub fn key(&self) -> &Key {
         &self.key
     }

@@ -74,7 +74,10 @@ fn matching_frozen_rows(
     live: impl Fn(u64) -> bool,
 ) -> Vec<u64> {
     (0..frozen.len() as u64)
-        .filter(|&row| live(row) && (matches.record)(&frozen.record_fields(row, &matches.fields)))
+        .filter(|&row| {
+            live(row)
+                && (matches.record)(&frozen.record_fields(row, matches.fields.iter().copied()))
+        })
         .collect()
 }
 
@@ -121,10 +124,32 @@ impl Dataset {
         memtable
             .live()
             .filter(|&(_, seq)| {
-                (matches.record)(&rows.record_fields(&self.shape, seq, &matches.fields))
+                (matches.record)(&rows.record_fields(
+                    &self.shape,
+                    seq,
+                    matches.fields.iter().copied(),
+                ))
             })
             .map(|(_, seq)| seq)
             .collect()
+    }
+
+    /// Memory rows `seqs` as one batch cut to `projection`, or `None` for no rows. Built while
+    /// the caller holds the partition's lock, from just these rows: a short search then never
+    /// copies the handles of every chunk of a large memory component.
+    fn memory_batch(
+        &self,
+        memtable: &MemoryComponent,
+        seqs: &[u32],
+        projection: Option<&[usize]>,
+    ) -> Result<Option<RecordBatch>> {
+        if seqs.is_empty() {
+            return Ok(None);
+        }
+        memtable
+            .rows()
+            .batch_of(&self.shape, seqs, projection)
+            .map(Some)
     }
 
     /// The live rows of partition `partition` an index search names, with columns
@@ -148,16 +173,10 @@ impl Dataset {
         let (memory, slots) = {
             let state = state.state.read();
             let seqs = self.matching_memory_rows(&state.memtable, matches);
-            (
-                (state.memtable.rows().clone(), seqs),
-                state.snapshot_slots(),
-            )
+            let memory = self.memory_batch(&state.memtable, &seqs, projection)?;
+            (memory, state.snapshot_slots())
         };
-        let mut batches = Vec::new();
-        let (memory_rows, seqs) = memory;
-        if !seqs.is_empty() {
-            batches.push(memory_rows.batch_of(&self.shape, &seqs, projection)?);
-        }
+        let mut batches: Vec<RecordBatch> = memory.into_iter().collect();
         for (component, deleted) in slots {
             match component {
                 ComponentRef::Disk(disk) => {
@@ -386,7 +405,7 @@ impl Dataset {
         let test =
             |record: &Record| ranges_contain(ranges, value_at_path(record_type, record, leading));
         let matches = MemoryMatch::of(&definition, record_type, &test);
-        let (memory_rows, seqs, slots) = {
+        let (memory, slots) = {
             let state = state.state.read();
             let seqs: Vec<u32> = match state.memory_indexes.get(name) {
                 Some(index) => ranges
@@ -396,13 +415,11 @@ impl Dataset {
                     .collect(),
                 None => self.matching_memory_rows(&state.memtable, &matches),
             };
-            (state.memtable.rows().clone(), seqs, state.snapshot_slots())
+            let memory = self.memory_batch(&state.memtable, &seqs, projection)?;
+            (memory, state.snapshot_slots())
         };
         let covering = definition.covering(&self.shape.schema, projection);
-        let mut batches = Vec::new();
-        if !seqs.is_empty() {
-            batches.push(memory_rows.batch_of(&self.shape, &seqs, projection)?);
-        }
+        let mut batches: Vec<RecordBatch> = memory.into_iter().collect();
         // The ranges' bounds, encoded once for every component (a join's lookup holds one
         // range per key).
         let mut encoded: Option<Vec<Option<EncodedRange>>> = None;

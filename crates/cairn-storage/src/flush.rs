@@ -148,14 +148,11 @@ impl Dataset {
         row_group_rows: usize,
     ) -> Result<DiskComponent> {
         let path = self.dir.join(Self::component_relative_path(index, id));
-        let group = row_group_rows.max(1);
-        let row_groups = (0..batch.num_rows())
-            .step_by(group)
-            .map(|start| Ok(batch.slice(start, group.min(batch.num_rows() - start))));
+        // The writer cuts the batch into row groups of `row_group_rows` itself.
         write_component_batches(
             &path,
             &self.shape,
-            row_groups,
+            std::iter::once(Ok(batch.clone())),
             batch.num_rows(),
             row_group_rows,
         )?;

@@ -25,6 +25,10 @@ use std::sync::Arc;
 /// small enough to build in well under a millisecond.
 pub const CHUNK_ROWS: usize = 512;
 
+/// Rows (live and retired) one memory component may hold: rows are numbered by `u32`. A flush
+/// comes long before this under any `memtable_flush_bytes`; reaching it refuses the write.
+pub const ROWS_MAX: usize = u32::MAX as usize;
+
 /// Rows of a memory component as a reader's snapshot sees them: sealed chunks of exactly
 /// [`CHUNK_ROWS`] rows, then the newest rows still as records. Cheap to clone.
 #[derive(Clone, Default)]
@@ -75,13 +79,18 @@ impl MemoryRows {
     /// Row `seq` as a record with only the top-level `fields` read; the others are missing.
     /// For a predicate that reads those fields only, it is as good as [`Self::record`] and
     /// much cheaper on a sealed row.
-    pub fn record_fields(&self, shape: &DatasetShape, seq: u32, fields: &[usize]) -> Record {
+    pub fn record_fields(
+        &self,
+        shape: &DatasetShape,
+        seq: u32,
+        fields: impl IntoIterator<Item = usize>,
+    ) -> Record {
         match self.place(seq) {
             Place::Chunk(chunk, row) => {
                 let record_type = &shape.dataset_type.record;
                 let columns = self.chunks[chunk].columns();
                 let mut values = vec![Value::Missing; record_type.fields.len()];
-                for &field in fields {
+                for field in fields {
                     if let (Some(slot), Some(column)) = (values.get_mut(field), columns.get(field))
                     {
                         *slot =
@@ -132,12 +141,13 @@ impl MemoryRows {
                 index.0 = tail_source;
             }
         }
-        match sources.len() {
-            0 => empty_batch(shape, projection),
-            1 if indices.iter().enumerate().all(|(i, &(_, row))| i == row)
-                && indices.len() == sources[0].num_rows() =>
+        match sources.as_slice() {
+            [] => empty_batch(shape, projection),
+            [only]
+                if indices.len() == only.num_rows()
+                    && indices.iter().enumerate().all(|(i, &(_, row))| i == row) =>
             {
-                Ok(sources.pop().expect("one source"))
+                Ok(only.clone())
             }
             _ => {
                 let refs: Vec<&RecordBatch> = sources.iter().collect();
@@ -251,6 +261,14 @@ impl MemoryComponent {
     /// changing anything else for the insert: it is the part that can fail, and a failure
     /// leaves the component as it was.
     pub fn make_room(&mut self, shape: &DatasetShape) -> Result<()> {
+        if self.rows.len() >= ROWS_MAX {
+            return Err(StorageError::LimitExceeded {
+                what: format!("memory component of dataset `{}`", shape.name),
+                actual: self.rows.len() + 1,
+                limit: ROWS_MAX,
+                setting: "memtable_flush_bytes (flush sooner)",
+            });
+        }
         if self.rows.tail.len() < CHUNK_ROWS {
             return Ok(());
         }
@@ -273,16 +291,16 @@ impl MemoryComponent {
     }
 
     /// Makes `record` the live row of `key`; its old row, if any, is marked dead and returned.
-    /// `record_bytes` is the record's approximate in-memory size. [`Self::make_room`] must
-    /// have run since the last insert.
-    pub fn insert(&mut self, key: Key, record: Record, record_bytes: usize) -> Option<u32> {
+    /// [`Self::make_room`] must have run since the last insert.
+    pub fn insert(&mut self, key: Key, record: Record) -> Option<u32> {
         assert!(
-            self.rows.tail.len() < CHUNK_ROWS,
-            "insert into a full tail: make_room first"
+            self.rows.tail.len() < CHUNK_ROWS && self.rows.len() < ROWS_MAX,
+            "insert without room: make_room first"
         );
-        let seq = u32::try_from(self.rows.len()).expect("a memory component holds < 2^32 rows");
+        // Below ROWS_MAX, as asserted: the row number fits.
+        let seq = self.rows.len() as u32;
+        self.tail_bytes += record.approximate_size();
         self.rows.tail.push(Arc::new(record));
-        self.tail_bytes += record_bytes;
         let key_size = key.approximate_size();
         let old = match self.keys.insert(key, seq) {
             Some(old) => Some(old),
@@ -379,7 +397,7 @@ mod tests {
 
     fn put(memory: &mut MemoryComponent, shape: &DatasetShape, id: i64, name: &str) {
         memory.make_room(shape).unwrap();
-        memory.insert(Key::int(id), record(id, name), 64);
+        memory.insert(Key::int(id), record(id, name));
     }
 
     fn ids(batches: &[RecordBatch]) -> Vec<i64> {
@@ -412,7 +430,7 @@ mod tests {
         }
         let ordered = memory.key_ordered_batch(&shape).unwrap();
         assert_eq!(ids(&[ordered]), (0..count).collect::<Vec<_>>());
-        let only_names = memory.rows().record_fields(&shape, 0, &[1]);
+        let only_names = memory.rows().record_fields(&shape, 0, [1]);
         assert_eq!(
             only_names.values,
             vec![Value::Missing, Value::String(format!("n{}", count - 1))]

@@ -312,13 +312,10 @@ impl MemoryIndexes {
         self.indexes.is_empty()
     }
 
-    /// The top-level fields the indexes read: a record with only these decoded is indexed
-    /// (and unindexed) exactly as the whole record.
-    pub fn top_level_fields(&self) -> Vec<usize> {
-        let mut fields: Vec<usize> = self.indexes.iter().map(|index| index.path[0]).collect();
-        fields.sort_unstable();
-        fields.dedup();
-        fields
+    /// The top-level fields the indexes read (a field read by two indexes comes twice): a
+    /// record with only these decoded is indexed (and unindexed) exactly as the whole record.
+    pub fn top_level_fields(&self) -> impl Iterator<Item = usize> + '_ {
+        self.indexes.iter().map(|index| index.path[0])
     }
 
     /// The memory the indexes take over a memory component of `keys` keys that together take

@@ -43,7 +43,7 @@ fn memory_source(
 ) -> Option<Source> {
     let records: Vec<Record> = seqs
         .iter()
-        .map(|&seq| rows.record_fields(shape, seq, fields))
+        .map(|&seq| rows.record_fields(shape, seq, fields.iter().copied()))
         .collect();
     let values: Vec<&Value> = records
         .iter()
@@ -147,15 +147,11 @@ impl OrderedIndexScan {
         };
         let mut sources = Vec::new();
         for partition in &dataset.partitions {
-            let (memory, slots) = {
+            let (rows, seqs, slots) = {
                 let state = partition.state.read();
                 let seqs: Vec<u32> = state.memtable.live().map(|(_, seq)| seq).collect();
-                (
-                    (state.memtable.rows().clone(), seqs),
-                    state.snapshot_slots(),
-                )
+                (state.memtable.rows().clone(), seqs, state.snapshot_slots())
             };
-            let (rows, seqs) = memory;
             sources.extend(memory_source(rows, seqs));
             for (component, deleted) in slots {
                 match component {

@@ -55,17 +55,13 @@ impl FrozenMemtable {
             .map(|i| i as u64)
     }
 
-    pub fn key(&self, row: u64) -> &Key {
-        &self.keys[row as usize].0
-    }
-
     /// Row `row` (in key order) as a record.
     pub fn record(&self, row: u64) -> Record {
         self.rows.record(&self.shape, self.keys[row as usize].1)
     }
 
     /// Row `row` with only the top-level `fields` read (see [`MemoryRows::record_fields`]).
-    pub fn record_fields(&self, row: u64, fields: &[usize]) -> Record {
+    pub fn record_fields(&self, row: u64, fields: impl IntoIterator<Item = usize>) -> Record {
         self.rows
             .record_fields(&self.shape, self.keys[row as usize].1, fields)
     }
@@ -255,14 +251,8 @@ impl PartitionState {
     ) -> Result<()> {
         self.memtable.make_room(shape)?;
         match self.memtable.seq_of(&key) {
-            Some(old) => {
-                // The old version's index entries go first: the new one may share its value.
-                if !self.memory_indexes.is_empty() {
-                    let fields = self.memory_indexes.top_level_fields();
-                    let old = self.memtable.rows().record_fields(shape, old, &fields);
-                    self.memory_indexes.remove(&key, &old);
-                }
-            }
+            // The old version's index entries go first: the new one may share its value.
+            Some(old) => self.unindex_memory_row(shape, &key, old),
             None => {
                 if !known_absent && let Some((slot, row)) = locate_in_slots(&self.slots, &key)? {
                     self.slots[slot].mark_deleted(row);
@@ -272,8 +262,7 @@ impl PartitionState {
         self.note_write(lsn);
         self.memtable_summary.add_record(&record);
         self.memory_indexes.insert(&key, &record);
-        let record_bytes = record.approximate_size();
-        self.memtable.insert(key, record, record_bytes);
+        self.memtable.insert(key, record);
         Ok(())
     }
 
@@ -283,12 +272,8 @@ impl PartitionState {
         match self.locate(key)? {
             None => Ok(false),
             Some(Location::Memtable) => {
-                if let Some(old) = self.memtable.remove(key)
-                    && !self.memory_indexes.is_empty()
-                {
-                    let fields = self.memory_indexes.top_level_fields();
-                    let old = self.memtable.rows().record_fields(shape, old, &fields);
-                    self.memory_indexes.remove(key, &old);
+                if let Some(old) = self.memtable.remove(key) {
+                    self.unindex_memory_row(shape, key, old);
                 }
                 Ok(true)
             }
@@ -297,6 +282,16 @@ impl PartitionState {
                 Ok(true)
             }
         }
+    }
+
+    /// Takes memory row `seq`, a version of `key`, out of the memory indexes.
+    fn unindex_memory_row(&mut self, shape: &DatasetShape, key: &Key, seq: u32) {
+        if self.memory_indexes.is_empty() {
+            return;
+        }
+        let fields = self.memory_indexes.top_level_fields();
+        let old = self.memtable.rows().record_fields(shape, seq, fields);
+        self.memory_indexes.remove(key, &old);
     }
 
     /// Indexes the memtable's records by `definition` (if a btree) from now on.
@@ -312,7 +307,7 @@ impl PartitionState {
         let records: Vec<(&Key, Record)> = self
             .memtable
             .live()
-            .map(|(key, seq)| (key, rows.record_fields(shape, seq, &fields)))
+            .map(|(key, seq)| (key, rows.record_fields(shape, seq, fields.iter().copied())))
             .collect();
         self.memory_indexes.add(
             definition,

@@ -736,6 +736,20 @@ fn reopened_components_find_every_key_across_many_row_groups() {
         storage.write("items", batch).unwrap();
         storage.flush("items").unwrap();
     }
+    // A flush writes its rows in row groups of `row_group_rows`.
+    let row_groups: usize = files_under(dir.path())
+        .iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "parquet"))
+        .map(|path| {
+            use parquet::file::reader::FileReader;
+            let file = std::fs::File::open(path).unwrap();
+            let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+            let metadata = reader.metadata();
+            assert!(metadata.row_groups().iter().all(|g| g.num_rows() <= 64));
+            metadata.num_row_groups()
+        })
+        .sum();
+    assert!(row_groups >= 1000 / 64, "{row_groups} row groups");
     let storage = cairn_storage::Storage::open(dir.path(), options()).unwrap();
     for id in 0..1000 {
         assert_eq!(
