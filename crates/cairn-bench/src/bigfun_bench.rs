@@ -311,22 +311,29 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
         };
         eprintln!("{system}: {}", outcome.status);
         systems.push(outcome);
+        // A run at a million users takes hours; the report is rewritten after every system
+        // so that a run stopped part way still leaves the systems it finished on record.
+        let pending = args.systems[systems.len()..].iter().map(|system| {
+            SystemOutcome::unavailable(
+                system,
+                "pending: the run had not reached it when this report was written".into(),
+            )
+        });
+        let report = BigfunReport {
+            environment: environment.clone(),
+            users: population.users,
+            seed: args.seed,
+            messages: count("messages"),
+            chirps: population.chirps,
+            json_bytes: count("json_bytes"),
+            runs: args.runs,
+            warmup: args.warmup,
+            timeout_seconds: args.timeout_seconds,
+            plan: plan.clone(),
+            systems: systems.iter().cloned().chain(pending).collect(),
+        };
+        bigfun_report::write(&report, &args.results_dir, python.as_deref().ok())?;
     }
-
-    let report = BigfunReport {
-        environment,
-        users: population.users,
-        seed: args.seed,
-        messages: count("messages"),
-        chirps: population.chirps,
-        json_bytes: count("json_bytes"),
-        runs: args.runs,
-        warmup: args.warmup,
-        timeout_seconds: args.timeout_seconds,
-        plan,
-        systems,
-    };
-    bigfun_report::write(&report, &args.results_dir, python.as_deref().ok())?;
     Ok(())
 }
 
