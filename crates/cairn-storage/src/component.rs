@@ -19,7 +19,7 @@ use crate::text_index::TextIndex;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use bytes::Bytes;
-use cairn_model::arrow_mapping::{record_at, records_to_batch, value_at};
+use cairn_model::arrow_mapping::{records_to_batch, value_at};
 use cairn_model::{Key, KeyValue, Record};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
@@ -602,19 +602,29 @@ impl DiskComponent {
         Ok(search_sorted(&self.shape, &columns, key).map(|row| fence.first_row + row as u64))
     }
 
-    /// The record at a row of this component.
-    pub fn fetch(&self, row: u64) -> Result<Record> {
-        let index = self.fences.partition_point(|f| f.first_row + f.rows <= row);
-        let fence = self
-            .fences
-            .get(index)
-            .ok_or_else(|| StorageError::corrupt(&self.path, format!("no row {row}")))?;
-        let columns = self.cached_columns(index, false)?;
-        Ok(record_at(
-            &self.shape.dataset_type.record,
-            &columns,
-            (row - fence.first_row) as usize,
-        ))
+    /// The rows of row group `row_group`, as offsets in it, whose leading key column lies in
+    /// `lower..=upper` (`None` = open). They form one span, because a component is sorted by
+    /// key; it is found by binary search in the cached key columns, as point reads find rows.
+    pub(crate) fn leading_key_span(
+        &self,
+        row_group: usize,
+        lower: Option<&KeyValue>,
+        upper: Option<&KeyValue>,
+    ) -> Result<std::ops::Range<u64>> {
+        let columns = self.cached_columns(row_group, true)?;
+        let Some(leading) = columns.first() else {
+            return Ok(0..0);
+        };
+        let rows = leading.len();
+        let start = match lower {
+            Some(lower) => first_row_where(&self.shape, leading, rows, |key| key >= lower),
+            None => 0,
+        };
+        let end = match upper {
+            Some(upper) => first_row_where(&self.shape, leading, rows, |key| key > upper),
+            None => rows,
+        };
+        Ok(start as u64..end.max(start) as u64)
     }
 
     /// Row groups whose key range intersects [lo, hi] (inclusive bounds, `None` = open).
@@ -758,6 +768,31 @@ pub fn key_at(shape: &DatasetShape, key_columns: &[ArrayRef], row: usize) -> Key
                 .unwrap_or(KeyValue::Int(i64::MIN))
         })
         .collect())
+}
+
+/// The first of `rows` rows of the sorted leading key column `leading` whose value satisfies
+/// `past` (a predicate false for a prefix of the rows and true after it); `rows` if none does.
+fn first_row_where(
+    shape: &DatasetShape,
+    leading: &ArrayRef,
+    rows: usize,
+    past: impl Fn(&KeyValue) -> bool,
+) -> usize {
+    if let Some(ints) = leading.as_primitive_opt::<Int64Type>() {
+        return ints.values().partition_point(|&value| !past(&KeyValue::Int(value)));
+    }
+    let (mut lo, mut hi) = (0usize, rows);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let value = KeyValue::from_value(&value_at(&shape.key_types[0], leading.as_ref(), mid))
+            .unwrap_or(KeyValue::Int(i64::MIN));
+        if past(&value) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
 }
 
 /// Binary search for `key` in sorted key columns.

@@ -10,7 +10,7 @@ use crate::partition::ComponentRef;
 use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use cairn_model::arrow_mapping::value_at;
-use cairn_model::{DataType, Value};
+use cairn_model::{DataType, KeyValue, Value};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
@@ -75,6 +75,9 @@ pub struct PartitionScan {
     projection: Option<Vec<usize>>,
     filter: Option<ScanFilter>,
     cache: Arc<PredicateCache>,
+    /// Bounds the scan's ranges put on the leading key column: each component is sorted by
+    /// key, so a row group's rows within them are one span, read alone.
+    key_bounds: Option<KeyBounds>,
     /// Units the cache lets this scan skip.
     skippable: RoaringTreemap,
     /// Units this scan read in full without a matching row, told to the cache when it ends.
@@ -85,6 +88,13 @@ pub struct PartitionScan {
     pub units_skipped: u64,
     /// Units found to hold no match (recorded in the cache).
     pub units_found_empty: u64,
+}
+
+/// Inclusive bounds on the leading key column (`None` = open).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct KeyBounds {
+    lower: Option<KeyValue>,
+    upper: Option<KeyValue>,
 }
 
 /// Order of two values of the same scalar type; `None` for values that do not compare.
@@ -143,6 +153,36 @@ impl Dataset {
                 ))
             })
             .collect()
+    }
+
+    /// The bounds `ranges` put on the leading key column, as key values. `None` if they put
+    /// none; a bound of a type the key is not ordered by is left to the filter.
+    fn leading_key_bounds(&self, ranges: &[(DataType, ColumnRange)]) -> Option<KeyBounds> {
+        let (&leading, key_type) = self
+            .shape
+            .key_column_indices
+            .first()
+            .zip(self.shape.key_types.first())?;
+        let name = &self.shape.dataset_type.record.fields[leading].name;
+        // A bound converts only if it converts back to an equal value of the key's type.
+        let as_key = |bound: &Value| {
+            KeyValue::from_value(bound).filter(|key| {
+                compare_values(&key.to_value(key_type), bound) == Some(Ordering::Equal)
+            })
+        };
+        let mut bounds = KeyBounds::default();
+        for (_, range) in ranges.iter().filter(|(_, range)| &range.column == name) {
+            if let Some(lower) = range.lower.as_ref().and_then(as_key) {
+                bounds.lower = bounds.lower.max(Some(lower));
+            }
+            if let Some(upper) = range.upper.as_ref().and_then(as_key) {
+                bounds.upper = match bounds.upper {
+                    Some(known) => Some(known.min(upper)),
+                    None => Some(upper),
+                };
+            }
+        }
+        (bounds != KeyBounds::default()).then_some(bounds)
     }
 
     /// Whether a row group may hold rows inside every range, judged by its statistics.
@@ -263,6 +303,7 @@ impl Dataset {
                 projection: request.projection.clone(),
                 filter: request.filter.clone(),
                 cache: self.predicate_cache.clone(),
+                key_bounds: self.leading_key_bounds(&ranges),
                 skippable,
                 found_empty: RoaringTreemap::new(),
                 row_groups_pruned: pruned,
@@ -318,8 +359,9 @@ impl PartitionScan {
         })
     }
 
-    /// One row group of a disk component: its live rows (passing the filter, if any), read
-    /// without the units the cache says hold no match, noting the units found empty.
+    /// One row group of a disk component: its live rows (passing the filter, if any) within
+    /// the key bounds, read without the units the cache says hold no match, noting the units
+    /// found empty.
     fn read_row_group(
         &mut self,
         component: &DiskComponent,
@@ -329,7 +371,19 @@ impl PartitionScan {
         rows: u64,
         deleted: &RoaringTreemap,
     ) -> Result<Vec<RecordBatch>> {
-        if self.filter.is_none() {
+        let span = match &self.key_bounds {
+            Some(bounds) => component.leading_key_span(
+                row_group,
+                bounds.lower.as_ref(),
+                bounds.upper.as_ref(),
+            )?,
+            None => 0..rows,
+        };
+        if span.is_empty() {
+            return Ok(Vec::new());
+        }
+        let narrowed = span != (0..rows);
+        if self.filter.is_none() && !narrowed {
             // Every row is read: no units to track.
             let mut row = first_row;
             let mut out = Vec::new();
@@ -359,13 +413,27 @@ impl PartitionScan {
             Some(ids) => ids.iter().map(|id| self.skippable.contains(*id)).collect(),
             None => vec![false; slices as usize],
         };
-        let skipped_count = skipped.iter().filter(|&&s| s).count() as u64;
+        // A unit wholly outside the span is not read whatever the cache says.
+        let in_span = |slice: u64| {
+            slice * SKIP_UNIT_ROWS < span.end && span.start < (slice + 1) * SKIP_UNIT_ROWS
+        };
+        let skipped_count = (0..slices)
+            .filter(|&slice| skipped[slice as usize] && in_span(slice))
+            .count() as u64;
         self.units_skipped += skipped_count;
-        if skipped_count == slices {
+        let mut runs = clip_runs(read_runs(&skipped, rows), &span);
+        if runs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut runs = read_runs(&skipped, rows);
-        let selection = (skipped_count > 0).then(|| row_selection(&runs));
+        let selection = (runs.len() > 1 || runs[0] != (0, rows)).then(|| row_selection(&runs));
+        // A narrow read decodes only the pages it selects, which takes the page locations.
+        let paged;
+        let metadata = if narrowed {
+            paged = component.paged_metadata()?;
+            paged.as_ref()
+        } else {
+            metadata
+        };
         let batches = component.scan_row_group_with(
             metadata,
             row_group,
@@ -410,8 +478,14 @@ impl PartitionScan {
             }
         }
         if let Some(ids) = unit_ids {
+            // Only a unit read in full is known to hold no match: the key bounds come from
+            // the query's ranges, which need not be part of the cached predicate.
+            let read_in_full = |slice: u64| {
+                span.start <= slice * SKIP_UNIT_ROWS
+                    && ((slice + 1) * SKIP_UNIT_ROWS).min(rows) <= span.end
+            };
             for (slice, id) in ids.into_iter().enumerate() {
-                if !skipped[slice] && !matched[slice] {
+                if !skipped[slice] && !matched[slice] && read_in_full(slice as u64) {
                     self.found_empty.insert(id);
                     self.units_found_empty += 1;
                 }
@@ -419,6 +493,16 @@ impl PartitionScan {
         }
         Ok(out)
     }
+}
+
+/// `runs` (ascending, disjoint) cut down to the rows inside `span`.
+fn clip_runs(runs: VecDeque<(u64, u64)>, span: &std::ops::Range<u64>) -> VecDeque<(u64, u64)> {
+    runs.into_iter()
+        .filter_map(|(start, length)| {
+            let (clipped_start, clipped_end) = (start.max(span.start), (start + length).min(span.end));
+            (clipped_start < clipped_end).then_some((clipped_start, clipped_end - clipped_start))
+        })
+        .collect()
 }
 
 /// The rows of a row group of `rows` rows left once the `skipped` units are left out, as
