@@ -190,13 +190,16 @@ fn validate(args: &BigfunBenchArgs) -> Result<(), Error> {
     if args.systems.is_empty() {
         return Err("--systems names no system".into());
     }
-    for system in &args.systems {
+    for (position, system) in args.systems.iter().enumerate() {
         if !SYSTEMS.contains(&system.as_str()) {
             return Err(format!(
                 "unknown system `{system}` in --systems (known: {})",
                 SYSTEMS.join(", ")
             )
             .into());
+        }
+        if args.systems[..position].contains(system) {
+            return Err(format!("system `{system}` is named twice in --systems").into());
         }
     }
     for dir in [&args.work_dir, &args.results_dir] {
@@ -255,7 +258,7 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
     };
 
     // Cairn is loaded first whatever the systems: the parameter generator calibrates on it.
-    let (db, mut cairn) = load_cairn(args, &data).await?;
+    let (db, mut cairn) = load_cairn(args, &data, "cairn").await?;
     let db = Arc::new(db);
     eprintln!("drawing parameters for {} cases", cases.len());
     let mut generator = ParameterGenerator::new(&db, population, args.seed);
@@ -278,7 +281,6 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
     // Resolved once: python-env.sh installs the peers' packages, and the chart needs it too.
     let python = peer_python(args);
     let mut systems = Vec::new();
-    let mut author_index_created = false;
     for system in &args.systems {
         let outcome = match system.as_str() {
             "cairn" => {
@@ -288,15 +290,20 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
                     &plan,
                     args.timeout_seconds,
                     &mut cairn,
-                    &mut author_index_created,
+                    &mut false,
                 )
                 .await?;
                 cairn.clone()
             }
             "cairn-http" | "cairn-pg" => {
-                match run_cairn_served(args, system, &db, &plan, &cairn, &mut author_index_created)
-                    .await
-                {
+                // Each door gets an instance of its own, loaded afresh like every peer's: on
+                // the embedded door's instance it would find the same parameters' blocks
+                // decoded and their predicates cached, and its U1/U2 already applied.
+                let served = async {
+                    let (db, loaded) = load_cairn(args, &data, system).await?;
+                    run_cairn_served(args, system, Arc::new(db), &plan, loaded).await
+                };
+                match served.await {
                     Ok(outcome) => outcome,
                     Err(e) => SystemOutcome::unavailable(system, format!("failed: {e}")),
                 }
@@ -337,19 +344,22 @@ pub async fn run(args: &BigfunBenchArgs) -> Result<(), Error> {
     Ok(())
 }
 
+/// Loads the generated data into a new Cairn instance for `system` (one of the Cairn doors)
+/// and builds the BigFUN indexes, timing both.
 async fn load_cairn(
     args: &BigfunBenchArgs,
     data: &Path,
+    system: &str,
 ) -> Result<(Database, SystemOutcome), Error> {
     let db_dir = args
         .work_dir
-        .join(format!("bigfun-cairn-db-{}", args.users));
+        .join(format!("bigfun-{system}-db-{}", args.users));
     let _ = std::fs::remove_dir_all(&db_dir);
     let db = Database::open(&db_dir, StorageOptions::default())?;
     db.execute_script(crate::bigfun::schema::DDL).await?;
     let ((), load) = SetupStep::timed("load", async {
         for dataset in ["GleambookUsers", "GleambookMessages", "ChirpMessages"] {
-            eprintln!("cairn: loading {dataset}");
+            eprintln!("{system}: loading {dataset}");
             db.storage()
                 .load(dataset, &[data.join(format!("{dataset}.json"))], None)?;
         }
@@ -360,7 +370,7 @@ async fn load_cairn(
         SetupStep::timed("indexes", db.execute_script(workload::CAIRN_SETUP.indexes)).await?;
     let setup = vec![load, indexes];
     let outcome = SystemOutcome {
-        system: "cairn".into(),
+        system: system.into(),
         version: format!("Cairn {} (embedded)", env!("CARGO_PKG_VERSION")),
         status: "ran".into(),
         setup,
@@ -568,20 +578,19 @@ async fn pg_answer(client: &mut PgClient, sql: &str) -> Result<Answer, String> {
     })
 }
 
-/// Serves the loaded database in this process (127.0.0.1, free ports) and runs the plan
-/// through it with one connection: `cairn-http` over the query service (keep-alive), or
-/// `cairn-pg` over the PostgreSQL protocol.
+/// Serves `db`, loaded for `system` as `loaded` tells, in this process (127.0.0.1, free
+/// ports) and runs the plan through it with one connection: `cairn-http` over the query
+/// service (keep-alive), or `cairn-pg` over the PostgreSQL protocol.
 async fn run_cairn_served(
     args: &BigfunBenchArgs,
     system: &str,
-    db: &Arc<Database>,
+    db: Arc<Database>,
     plan: &[PlannedCase],
-    embedded: &SystemOutcome,
-    author_index_created: &mut bool,
+    loaded: SystemOutcome,
 ) -> Result<SystemOutcome, Error> {
     let scratch = args.work_dir.join(format!("bigfun-{system}"));
     let config = ServerConfig::default().on_free_ports();
-    let server = Server::bind(db.clone(), &scratch, config).await?;
+    let server = Server::bind(db, &scratch, config).await?;
     let (http_address, pg_address) = (server.http_address()?, server.pg_address()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server.serve(async {
@@ -602,16 +611,11 @@ async fn run_cairn_served(
         )
     };
     let mut outcome = SystemOutcome {
-        system: system.into(),
         version: format!(
             "Cairn {} (`cairn serve`, {protocol})",
             env!("CARGO_PKG_VERSION")
         ),
-        status: "ran".into(),
-        // The same database as `cairn`: its load and index builds are not repeated.
-        setup: Vec::new(),
-        size_bytes: embedded.size_bytes,
-        cases: Vec::new(),
+        ..loaded
     };
     let ran = match door {
         Ok(mut door) => {
@@ -620,7 +624,7 @@ async fn run_cairn_served(
                 plan,
                 args.timeout_seconds,
                 &mut outcome,
-                author_index_created,
+                &mut false,
             )
             .await
         }

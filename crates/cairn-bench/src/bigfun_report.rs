@@ -177,7 +177,6 @@ fn markdown(report: &BigfunReport, raw: &Path, chart: Option<&str>) -> String {
         // Everything after loading (indexes, ANALYZE, the -IX index) counts as index time.
         let (load, indexing): (Vec<&SetupStep>, Vec<&SetupStep>) =
             system.setup.iter().partition(|s| s.name == "load");
-        // cairn-http runs on cairn's database and has no steps of its own.
         let seconds = |steps: &[&SetupStep]| match steps {
             [] => "-".to_string(),
             steps => seconds_text(steps.iter().map(|s| s.seconds).sum::<f64>()),

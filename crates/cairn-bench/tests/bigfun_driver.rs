@@ -110,6 +110,21 @@ async fn every_case_runs_on_cairn_over_both_doors_and_duckdb_with_the_same_answe
         "{}",
         system("cairn-http")["status"]
     );
+    // The served door ran on an instance of its own, loaded afresh.
+    let setup_steps = |name: &str| {
+        system(name)["setup"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|step| step["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        setup_steps("cairn-http").contains(&"load".to_string()),
+        "{:?}",
+        setup_steps("cairn-http")
+    );
+    assert!(args.work_dir.join("bigfun-cairn-http-db-400").is_dir());
     let plan = raw["plan"].as_array().unwrap();
     assert_eq!(plan.len(), 62);
     for name in ["cairn", "cairn-http", "duckdb"] {
@@ -179,6 +194,11 @@ async fn bad_arguments_are_refused_with_the_offending_value() {
         error.contains("`mongodb`") && error.contains("duckdb"),
         "{error}"
     );
+    let error = bigfun_bench::run(&args(10, &["cairn", "duckdb", "cairn"]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`cairn`") && error.contains("twice"), "{error}");
     let mut unwritable = args(10, &["cairn"]);
     std::fs::write(dir.path().join("file"), b"").unwrap();
     unwritable.work_dir = dir.path().join("file/below-a-file");
