@@ -417,33 +417,25 @@ fn fetched_rows(
     }
 }
 
-/// The records of partition `partition` whose primary key is one of `lookup`'s values.
+/// The records of partition `partition` whose primary key is one of `lookup`'s values, each
+/// once, fetched together (see [`Dataset::get_batches`]).
 fn primary_key_lookups(
     dataset: &Dataset,
     partition: usize,
     lookup: &Lookup,
     projection: Option<&[usize]>,
 ) -> cairn_storage::Result<Vec<RecordBatch>> {
-    let mut records = Vec::new();
-    for value in &lookup.values {
-        let Some(part) = KeyValue::from_value(value) else {
-            continue; // a value no key can hold matches nothing
-        };
-        let key = Key(vec![part]);
-        if dataset.partition_of(&key) as usize != partition {
-            continue;
-        }
-        if let Some(record) = dataset.get(&key)? {
-            records.push(record);
-        }
-    }
-    if records.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(vec![dataset.shape.records_batch(
-        &records.iter().collect::<Vec<_>>(),
-        projection,
-    )?])
+    let mut keys: Vec<Key> = lookup
+        .values
+        .iter()
+        // A value no key can hold matches nothing.
+        .filter_map(KeyValue::from_value)
+        .map(|part| Key(vec![part]))
+        .filter(|key| dataset.partition_of(key) as usize == partition)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    dataset.get_batches(&keys, projection)
 }
 
 /// The dataset's schema narrowed to `projection` (all of it without one).

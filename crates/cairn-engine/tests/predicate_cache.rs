@@ -116,7 +116,6 @@ async fn equal_and_implied_predicates_skip_what_an_earlier_scan_found_empty() {
 
     // Implied: an added conjunct, the same range written otherwise, a list inside the range.
     for implied in [
-        "band = 3 AND id >= 5000",
         "band >= 3 AND band <= 3",
         "band BETWEEN 3 AND 3",
         "band IN (3)",
@@ -125,9 +124,18 @@ async fn equal_and_implied_predicates_skip_what_an_earlier_scan_found_empty() {
         let result = run(&db, implied).await;
         assert_eq!(result.units_skipped, UNITS - 5, "{implied}: {result:?}");
     }
+    // A range on the key reads only the rows inside it, so the units wholly below 5000 are
+    // left out before the cache is asked; it skips its empty units among the rest.
+    let keyed = run(&db, "band = 3 AND id >= 5000").await;
+    let below: Vec<u64> = (0..(5000 / UNIT_ROWS) as u64).collect();
+    let empty_below = below.iter().filter(|&&unit| unit % 8 != 3).count() as u64;
     assert_eq!(
-        run(&db, "band = 3 AND id >= 5000").await.count,
-        expected(|id| band(id) == 3 && id >= 5000)
+        keyed,
+        Run {
+            count: expected(|id| band(id) == 3 && id >= 5000),
+            units_skipped: UNITS - 5 - empty_below,
+            units_found_empty: 0
+        }
     );
     assert_eq!(
         run(&db, "band = 3 AND note LIKE 'item 1%'").await.count,

@@ -16,6 +16,7 @@ use crate::wal::Wal;
 use crate::wal_format::{LoggedOp, encode_body};
 use cairn_model::binary::encode_record;
 use cairn_model::validate::canonicalize_record;
+use arrow::array::RecordBatch;
 use cairn_model::{Key, Record};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
@@ -500,6 +501,53 @@ impl Dataset {
             Some(Found::Record(record)) => Ok(Some(record)),
             Some(Found::Row(component, row)) => component.fetch(row).map(Some),
         }
+    }
+
+    /// The current versions of the records with `keys`, cut to `projection`, as batches in no
+    /// particular order (keys without a record are left out). Rows of one disk component are
+    /// fetched together, so a lookup of many keys (an index nested-loop join on the primary
+    /// key) decodes each block or page once, not once per key.
+    pub fn get_batches(
+        &self,
+        keys: &[Key],
+        projection: Option<&[usize]>,
+    ) -> Result<Vec<RecordBatch>> {
+        let mut records = Vec::new();
+        let mut component_rows: Vec<(ComponentRef, Vec<u64>)> = Vec::new();
+        for key in keys {
+            if key.0.len() != self.shape.key_types.len() {
+                self.check_key(key, 0)?;
+            }
+            let partition = &self.partitions[self.partition_of(key) as usize];
+            let found = partition.state.read().lookup(&self.shape, key)?;
+            match found {
+                None => {}
+                Some(Found::Record(record)) => records.push(record),
+                Some(Found::Row(component, row)) => {
+                    match component_rows
+                        .iter_mut()
+                        .find(|(known, _)| known.same_component(&component))
+                    {
+                        Some((_, rows)) => rows.push(row),
+                        None => component_rows.push((component, vec![row])),
+                    }
+                }
+            }
+        }
+        let mut batches = Vec::new();
+        if !records.is_empty() {
+            let records: Vec<&Record> = records.iter().collect();
+            batches.push(self.shape.records_batch(&records, projection)?);
+        }
+        for (component, mut rows) in component_rows {
+            rows.sort_unstable();
+            rows.dedup();
+            match component {
+                ComponentRef::Disk(disk) => batches.extend(disk.fetch_rows(&rows, projection)?),
+                ComponentRef::Frozen(frozen) => batches.push(frozen.batch_of(&rows, projection)?),
+            }
+        }
+        Ok(batches)
     }
 
     /// Records with keys in the range, in key order. Each partition seeks in its sorted

@@ -98,6 +98,16 @@ impl ComponentRef {
         }
     }
 
+    /// Whether both refer to the very same component (a frozen memory component and the disk
+    /// component its flush wrote share an id, but not their row numbers).
+    pub fn same_component(&self, other: &ComponentRef) -> bool {
+        match (self, other) {
+            (ComponentRef::Disk(a), ComponentRef::Disk(b)) => Arc::ptr_eq(a, b),
+            (ComponentRef::Frozen(a), ComponentRef::Frozen(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     pub fn rows(&self) -> u64 {
         match self {
             ComponentRef::Disk(d) => d.rows,

@@ -499,8 +499,9 @@ impl PartitionScan {
 fn clip_runs(runs: VecDeque<(u64, u64)>, span: &std::ops::Range<u64>) -> VecDeque<(u64, u64)> {
     runs.into_iter()
         .filter_map(|(start, length)| {
-            let (clipped_start, clipped_end) = (start.max(span.start), (start + length).min(span.end));
-            (clipped_start < clipped_end).then_some((clipped_start, clipped_end - clipped_start))
+            let (clipped_start, clipped_end) =
+                (start.max(span.start), (start + length).min(span.end));
+            (clipped_start < clipped_end).then(|| (clipped_start, clipped_end - clipped_start))
         })
         .collect()
 }
