@@ -198,7 +198,10 @@ async fn bad_arguments_are_refused_with_the_offending_value() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(error.contains("`cairn`") && error.contains("twice"), "{error}");
+    assert!(
+        error.contains("`cairn`") && error.contains("twice"),
+        "{error}"
+    );
     let mut unwritable = args(10, &["cairn"]);
     std::fs::write(dir.path().join("file"), b"").unwrap();
     unwritable.work_dir = dir.path().join("file/below-a-file");

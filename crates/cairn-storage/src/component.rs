@@ -615,14 +615,13 @@ impl DiskComponent {
         let Some(leading) = columns.first() else {
             return Ok(0..0);
         };
-        let rows = leading.len();
         let start = match lower {
-            Some(lower) => first_row_where(&self.shape, leading, rows, |key| key >= lower),
+            Some(lower) => first_row_where(&self.shape, leading, |key| key >= lower),
             None => 0,
         };
         let end = match upper {
-            Some(upper) => first_row_where(&self.shape, leading, rows, |key| key > upper),
-            None => rows,
+            Some(upper) => first_row_where(&self.shape, leading, |key| key > upper),
+            None => leading.len(),
         };
         Ok(start as u64..end.max(start) as u64)
     }
@@ -770,18 +769,19 @@ pub fn key_at(shape: &DatasetShape, key_columns: &[ArrayRef], row: usize) -> Key
         .collect())
 }
 
-/// The first of `rows` rows of the sorted leading key column `leading` whose value satisfies
-/// `past` (a predicate false for a prefix of the rows and true after it); `rows` if none does.
+/// The first row of the sorted leading key column `leading` whose value satisfies `past` (a
+/// predicate false for a prefix of the rows and true after it); the row count if none does.
 fn first_row_where(
     shape: &DatasetShape,
     leading: &ArrayRef,
-    rows: usize,
     past: impl Fn(&KeyValue) -> bool,
 ) -> usize {
     if let Some(ints) = leading.as_primitive_opt::<Int64Type>() {
-        return ints.values().partition_point(|&value| !past(&KeyValue::Int(value)));
+        return ints
+            .values()
+            .partition_point(|&value| !past(&KeyValue::Int(value)));
     }
-    let (mut lo, mut hi) = (0usize, rows);
+    let (mut lo, mut hi) = (0usize, leading.len());
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let value = KeyValue::from_value(&value_at(&shape.key_types[0], leading.as_ref(), mid))

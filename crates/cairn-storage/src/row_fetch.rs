@@ -69,7 +69,11 @@ impl DiskComponent {
         let Some(batch) = batches.first().filter(|batch| batch.num_rows() == 1) else {
             return Err(self.beyond_rows(row));
         };
-        Ok(record_at(&self.shape.dataset_type.record, batch.columns(), 0))
+        Ok(record_at(
+            &self.shape.dataset_type.record,
+            batch.columns(),
+            0,
+        ))
     }
 
     /// The rows `rows` (ascending, distinct) with columns `projection` of the dataset schema,
@@ -377,7 +381,9 @@ mod tests {
         let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
         let component = component(dir.path(), caches.clone());
         // Rows in as many blocks as a fetch decodes whole.
-        let rows: Vec<u64> = (0..FETCH_DECODED_BLOCKS_MAX as u64).map(|i| i * 797).collect();
+        let rows: Vec<u64> = (0..FETCH_DECODED_BLOCKS_MAX as u64)
+            .map(|i| i * 797)
+            .collect();
         component.fetch_rows(&rows, None).unwrap();
         let read_before = caches.bytes_read.load(Ordering::Relaxed);
         let cached = caches.decoded.used_bytes();

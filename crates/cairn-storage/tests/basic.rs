@@ -214,7 +214,9 @@ fn key_range_scans_read_just_the_span_of_each_row_group_and_lose_no_row() {
     storage
         .write(
             "items",
-            (0..7000).map(|id| WriteOp::Insert(item(id, id % 97))).collect(),
+            (0..7000)
+                .map(|id| WriteOp::Insert(item(id, id % 97)))
+                .collect(),
         )
         .unwrap();
     storage.flush("items").unwrap();
@@ -234,7 +236,9 @@ fn key_range_scans_read_just_the_span_of_each_row_group_and_lose_no_row() {
         let mut ids: Vec<i64> = batches
             .iter()
             .flat_map(|batch| {
-                let column = batch.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+                let column = batch
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>();
                 column.values().to_vec()
             })
             .collect();
