@@ -99,7 +99,7 @@ struct Chunk {
 
 /// An encoded record is at most this many times the size of its JSON text (a one-character
 /// JSON number encodes as a tag and 8 bytes; a point as a tag and 16 bytes).
-const MAX_ENCODED_BYTES_PER_JSON_BYTE: usize = 17;
+pub(crate) const MAX_ENCODED_BYTES_PER_JSON_BYTE: usize = 17;
 
 /// Rows per Arrow batch while loading.
 const CHUNK_ROWS: usize = 8192;

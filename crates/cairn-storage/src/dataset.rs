@@ -16,6 +16,7 @@ use crate::wal::Wal;
 use crate::wal_format::{LoggedOp, encode_body};
 use arrow::array::RecordBatch;
 use cairn_model::binary::encode_record;
+use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_model::{Key, Record};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -94,6 +95,18 @@ pub struct WriteReceipt {
     /// A partition written to is at its component limit or far over its flush size: the
     /// writer should wait for background work before writing more.
     pub overloaded: bool,
+}
+
+impl WriteReceipt {
+    /// The receipt of a batch that wrote nothing: the log's last LSN, no flags.
+    pub fn of_nothing(wal: &Wal) -> WriteReceipt {
+        WriteReceipt {
+            lsn: wal.next_lsn().saturating_sub(1),
+            deletes_missed: 0,
+            flush_wanted: false,
+            overloaded: false,
+        }
+    }
 }
 
 pub struct Partition {
@@ -292,12 +305,7 @@ impl Dataset {
             prepared.push((self.partition_of(&key), key, logged));
         }
         if prepared.is_empty() {
-            return Ok(WriteReceipt {
-                lsn: wal.next_lsn().saturating_sub(1),
-                deletes_missed: 0,
-                flush_wanted: false,
-                overloaded: false,
-            });
+            return Ok(WriteReceipt::of_nothing(wal));
         }
         let body = encode_body(
             &prepared
@@ -333,9 +341,8 @@ impl Dataset {
         let lsn = wal.append(self.shape.id, &body)?;
         // Stable, so each key's ops keep their batch order.
         prepared.sort_by_key(|(partition, _, _)| *partition);
-        let mut deletes_missed = 0;
-        let mut flush_wanted = false;
-        let mut overloaded = false;
+        let mut receipt = WriteReceipt::of_nothing(wal);
+        receipt.lsn = lsn;
         let run_records = match visibility {
             BatchVisibility::PerPartition => usize::MAX,
             BatchVisibility::Incremental => APPLY_RUN_RECORDS,
@@ -346,23 +353,35 @@ impl Dataset {
                 ops.next_if(|(p, _, _)| *p == partition)
                     .map(|(_, key, op)| (key, op))
             });
-            let mut state = self.partitions[partition as usize].state.write();
-            state.applying_lsn = Some(lsn);
-            let applied = apply_in_runs(&self.shape, &mut state, partition_ops, lsn, run_records);
-            state.applying_lsn = None;
-            deletes_missed += applied?;
-            flush_wanted |= state.memtable_bytes() >= options.memtable_flush_bytes;
-            overloaded |= state.is_overloaded(options);
+            receipt.deletes_missed +=
+                self.apply_to_partition(partition, lsn, options, &mut receipt, |state| {
+                    apply_in_runs(&self.shape, state, partition_ops, lsn, run_records)
+                })?;
         }
         // Released before waiting for the log, so that batches still share fsyncs.
         drop(turn);
         wal.commit(lsn)?;
-        Ok(WriteReceipt {
-            lsn,
-            deletes_missed,
-            flush_wanted,
-            overloaded,
-        })
+        Ok(receipt)
+    }
+
+    /// Runs `apply` on partition `partition` under its write lock, with the partition marked
+    /// as part way through batch `lsn` meanwhile (`apply` may yield the lock between runs),
+    /// and notes in `receipt` whether the partition now wants a flush or is overloaded.
+    pub(crate) fn apply_to_partition<T>(
+        &self,
+        partition: u32,
+        lsn: u64,
+        options: &StorageOptions,
+        receipt: &mut WriteReceipt,
+        apply: impl FnOnce(&mut RwLockWriteGuard<'_, PartitionState>) -> Result<T>,
+    ) -> Result<T> {
+        let mut state = self.partitions[partition as usize].state.write();
+        state.applying_lsn = Some(lsn);
+        let applied = apply(&mut state);
+        state.applying_lsn = None;
+        receipt.flush_wanted |= state.memtable_bytes() >= options.memtable_flush_bytes;
+        receipt.overloaded |= state.is_overloaded(options);
+        applied
     }
 
     /// Refuses the batch if one of its INSERTs names a key that exists, in the dataset or
@@ -485,8 +504,28 @@ impl Dataset {
                     .map_err(|e| StorageError::corrupt(&self.dir, e.to_string()))?;
                 state.put(&self.shape, key, record, lsn, false)
             }
+            LoggedOp::UpsertJson(text) => {
+                let (key, record) = self.logged_json_record(lsn, &text)?;
+                state.put(&self.shape, key, record, lsn, false)
+            }
             LoggedOp::Delete(key) => state.delete(&self.shape, &key, lsn).map(|_| ()),
         }
+    }
+
+    /// The record and key of a logged JSON upsert, decoded as the feed that logged it did
+    /// (the text passed the dataset's checks then, so failing now means the log is damaged).
+    fn logged_json_record(&self, lsn: u64, text: &str) -> Result<(Key, Record)> {
+        let corrupt = |e: cairn_model::ModelError| {
+            StorageError::corrupt(
+                &self.dir,
+                format!("WAL frame {lsn} holds a JSON record that does not decode: {e}"),
+            )
+        };
+        let record_type = &self.shape.dataset_type.record;
+        let mut record = record_from_json_line(record_type, text).map_err(corrupt)?;
+        canonicalize_record(record_type, &mut record, "").map_err(corrupt)?;
+        let key = record.key(&self.shape.dataset_type).map_err(corrupt)?;
+        Ok((key, record))
     }
 
     /// The current version of the record with `key`.
@@ -826,6 +865,13 @@ fn apply_in_runs(
                 if !state.delete(shape, &key, lsn)? {
                     deletes_missed += 1;
                 }
+            }
+            // Only `Dataset::upsert_rows` logs these, and it applies its rows as columns.
+            LoggedOp::UpsertJson(_) => {
+                return Err(StorageError::InvalidDefinition {
+                    dataset: shape.name.clone(),
+                    message: "a JSON upsert reached the record write path".to_string(),
+                });
             }
         }
     }

@@ -27,6 +27,7 @@ pub mod dataset;
 pub mod dataset_indexes;
 pub mod dataset_spatial;
 pub mod dataset_text;
+pub mod decoded_rows;
 pub mod deletion;
 pub mod durable_file;
 pub mod error;

@@ -2,10 +2,14 @@
 //! order, with a key map that names each key's live row.
 //!
 //! Records arrive one at a time into a short tail; every [`CHUNK_ROWS`] of them are sealed into
-//! one Arrow batch of the dataset's schema. Keeping the rows columnar lets a scan read the
-//! chunks as they are, lets a flush gather them in key order with one interleave per column,
-//! and makes freeing a flushed component a matter of a few buffers, not of every value of
-//! every record (which, on a feed's write path, cost as much as parsing them).
+//! one Arrow batch of the dataset's schema. Rows already decoded into Arrow columns (a feed's)
+//! arrive as whole batches and become chunks as they are; small ones are joined up to
+//! [`CHUNK_ROWS`], so that a slow feed does not leave a scan thousands of tiny batches.
+//!
+//! Keeping the rows columnar lets a scan read the chunks as they are, lets a flush gather them
+//! in key order with one interleave per column, and makes freeing a flushed component a matter
+//! of a few buffers, not of every value of every record (which, on a feed's write path, cost as
+//! much as parsing them).
 //!
 //! Rows are numbered in arrival order (`seq`). A key's replaced or deleted row stays where it
 //! is, marked dead, until the component is flushed: its memory is only given back then.
@@ -13,7 +17,7 @@
 use crate::error::{Result, StorageError};
 use crate::shape::DatasetShape;
 use arrow::array::{BooleanArray, RecordBatch};
-use arrow::compute::{filter_record_batch, interleave_record_batch};
+use arrow::compute::{concat_batches, filter_record_batch, interleave_record_batch};
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{Key, Record, Value};
 use roaring::RoaringBitmap;
@@ -21,19 +25,22 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Rows per sealed chunk. Sealing runs under the partition's write lock, so a chunk is kept
-/// small enough to build in well under a millisecond.
+/// Rows per chunk sealed from the tail, and the size up to which appended batches are joined.
+/// Sealing runs under the partition's write lock, so a chunk is kept small enough to build in
+/// well under a millisecond.
 pub const CHUNK_ROWS: usize = 512;
 
 /// Rows (live and retired) one memory component may hold: rows are numbered by `u32`. A flush
 /// comes long before this under any `memtable_flush_bytes`; reaching it refuses the write.
 pub const ROWS_MAX: usize = u32::MAX as usize;
 
-/// Rows of a memory component as a reader's snapshot sees them: sealed chunks of exactly
-/// [`CHUNK_ROWS`] rows, then the newest rows still as records. Cheap to clone.
+/// Rows of a memory component as a reader's snapshot sees them: sealed chunks, then the newest
+/// rows still as records. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct MemoryRows {
     chunks: Vec<RecordBatch>,
+    /// Row number one past each chunk's last row: `chunk_ends[i]` is the rows of chunks `..=i`.
+    chunk_ends: Vec<u32>,
     tail: Vec<Arc<Record>>,
 }
 
@@ -46,7 +53,21 @@ enum Place {
 impl MemoryRows {
     /// Rows held, dead ones included.
     pub fn len(&self) -> usize {
-        self.chunks.len() * CHUNK_ROWS + self.tail.len()
+        self.sealed_rows() + self.tail.len()
+    }
+
+    /// Rows in sealed chunks.
+    fn sealed_rows(&self) -> usize {
+        self.chunk_ends.last().map_or(0, |&end| end as usize)
+    }
+
+    /// The row number of chunk `index`'s first row.
+    fn chunk_start(&self, index: usize) -> u32 {
+        if index == 0 {
+            0
+        } else {
+            self.chunk_ends[index - 1]
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -54,13 +75,16 @@ impl MemoryRows {
     }
 
     fn place(&self, seq: u32) -> Place {
-        let seq = seq as usize;
-        debug_assert!(seq < self.len(), "row {seq} beyond the memory component");
-        let sealed = self.chunks.len() * CHUNK_ROWS;
-        if seq < sealed {
-            Place::Chunk(seq / CHUNK_ROWS, seq % CHUNK_ROWS)
+        debug_assert!(
+            (seq as usize) < self.len(),
+            "row {seq} beyond the memory component"
+        );
+        let sealed = self.sealed_rows();
+        if (seq as usize) < sealed {
+            let chunk = self.chunk_ends.partition_point(|&end| end <= seq);
+            Place::Chunk(chunk, (seq - self.chunk_start(chunk)) as usize)
         } else {
-            Place::Tail(seq - sealed)
+            Place::Tail(seq as usize - sealed)
         }
     }
 
@@ -166,17 +190,17 @@ impl MemoryRows {
     ) -> Result<Vec<RecordBatch>> {
         let mut batches = Vec::with_capacity(self.chunks.len() + 1);
         for (index, chunk) in self.chunks.iter().enumerate() {
-            let first = (index * CHUNK_ROWS) as u32;
-            let rows = first..first + CHUNK_ROWS as u32;
+            let rows = self.chunk_start(index)..self.chunk_ends[index];
             let chunk = project(chunk, projection)?;
-            if dead.range_cardinality(rows.clone()) == 0 {
+            let dead_rows = dead.range_cardinality(rows.clone());
+            if dead_rows == 0 {
                 batches.push(chunk);
-            } else if dead.range_cardinality(rows.clone()) < CHUNK_ROWS as u64 {
+            } else if dead_rows < rows.len() as u64 {
                 let live: BooleanArray = rows.map(|seq| Some(!dead.contains(seq))).collect();
                 batches.push(filter_record_batch(&chunk, &live)?);
             }
         }
-        let first_tail = (self.chunks.len() * CHUNK_ROWS) as u32;
+        let first_tail = self.sealed_rows() as u32;
         let tail: Vec<&Record> = self
             .tail
             .iter()
@@ -261,32 +285,81 @@ impl MemoryComponent {
     /// changing anything else for the insert: it is the part that can fail, and a failure
     /// leaves the component as it was.
     pub fn make_room(&mut self, shape: &DatasetShape) -> Result<()> {
-        if self.rows.len() >= ROWS_MAX {
+        self.check_room(shape, 1)?;
+        if self.rows.tail.len() < CHUNK_ROWS {
+            return Ok(());
+        }
+        self.seal_tail(shape)
+    }
+
+    /// Refuses `more` rows that would take the component past [`ROWS_MAX`].
+    fn check_room(&self, shape: &DatasetShape, more: usize) -> Result<()> {
+        if self.rows.len() + more > ROWS_MAX {
             return Err(StorageError::LimitExceeded {
                 what: format!("memory component of dataset `{}`", shape.name),
-                actual: self.rows.len() + 1,
+                actual: self.rows.len() + more,
                 limit: ROWS_MAX,
                 setting: "memtable_flush_bytes (flush sooner)",
             });
         }
-        if self.rows.tail.len() < CHUNK_ROWS {
+        Ok(())
+    }
+
+    /// Seals the tail, however short, into a chunk.
+    fn seal_tail(&mut self, shape: &DatasetShape) -> Result<()> {
+        if self.rows.tail.is_empty() {
             return Ok(());
         }
         let records: Vec<&Record> = self.rows.tail.iter().map(|r| r.as_ref()).collect();
         let chunk = shape.records_batch(&records, None)?;
-        if chunk.num_rows() != CHUNK_ROWS {
+        if chunk.num_rows() != records.len() {
             return Err(StorageError::InvalidDefinition {
                 dataset: shape.name.clone(),
                 message: format!(
-                    "a memory chunk of {CHUNK_ROWS} records became {} rows",
+                    "a memory chunk of {} records became {} rows",
+                    records.len(),
                     chunk.num_rows()
                 ),
             });
         }
-        self.chunk_bytes += chunk.get_array_memory_size();
-        self.rows.chunks.push(chunk);
-        self.rows.tail.clear();
-        self.tail_bytes = 0;
+        let sealed = std::mem::take(&mut self.rows.tail);
+        let sealed_bytes = std::mem::take(&mut self.tail_bytes);
+        if let Err(e) = self.push_chunk(chunk) {
+            self.rows.tail = sealed;
+            self.tail_bytes = sealed_bytes;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Appends `chunk` after the sealed rows (the tail must be empty), joined to the last
+    /// chunk while the two together stay within [`CHUNK_ROWS`]. A failure changes nothing.
+    fn push_chunk(&mut self, chunk: RecordBatch) -> Result<()> {
+        assert!(
+            self.rows.tail.is_empty(),
+            "a chunk would overtake the tail's rows"
+        );
+        let rows = chunk.num_rows() as u32;
+        let last_joins = self
+            .rows
+            .chunks
+            .last()
+            .is_some_and(|last| last.num_rows() + chunk.num_rows() <= CHUNK_ROWS);
+        if last_joins
+            && let (Some(last), Some(end)) =
+                (self.rows.chunks.last_mut(), self.rows.chunk_ends.last_mut())
+        {
+            let joined = concat_batches(&last.schema(), [&*last, &chunk])?;
+            self.chunk_bytes =
+                self.chunk_bytes - last.get_array_memory_size() + joined.get_array_memory_size();
+            *last = joined;
+            *end += rows;
+        } else {
+            let end = self.rows.sealed_rows() as u32 + rows;
+            self.chunk_bytes += chunk.get_array_memory_size();
+            self.rows.chunks.push(chunk);
+            self.rows.chunk_ends.push(end);
+        }
         Ok(())
     }
 
@@ -301,16 +374,31 @@ impl MemoryComponent {
         let seq = self.rows.len() as u32;
         self.tail_bytes += record.approximate_size();
         self.rows.tail.push(Arc::new(record));
+        self.assign(key, seq)
+    }
+
+    /// Appends `batch`, rows of the dataset's schema, after every row held and returns the
+    /// number of its first row. No key names them until [`Self::assign`] does, so until then
+    /// they are dead to no reader but live to scans: the caller assigns every one of them
+    /// before it lets a reader in. Fails, changing nothing, past [`ROWS_MAX`] rows.
+    pub fn append_rows(&mut self, shape: &DatasetShape, batch: RecordBatch) -> Result<u32> {
+        self.check_room(shape, batch.num_rows())?;
+        self.seal_tail(shape)?;
+        let first = self.rows.len() as u32;
+        self.push_chunk(batch)?;
+        Ok(first)
+    }
+
+    /// Makes row `seq` the live row of `key`; its old row, if any, is marked dead and returned.
+    pub fn assign(&mut self, key: Key, seq: u32) -> Option<u32> {
+        debug_assert!((seq as usize) < self.rows.len(), "row {seq} not held");
         let key_size = key.approximate_size();
-        let old = match self.keys.insert(key, seq) {
-            Some(old) => Some(old),
-            None => {
-                self.key_bytes += key_size;
-                None
+        let old = self.keys.insert(key, seq);
+        match old {
+            Some(old) => {
+                self.dead.insert(old);
             }
-        };
-        if let Some(old) = old {
-            self.dead.insert(old);
+            None => self.key_bytes += key_size,
         }
         old
     }
@@ -469,6 +557,53 @@ mod tests {
         let batch = rows.batch_of(&shape, &seqs, Some(&[1])).unwrap();
         assert_eq!(batch.num_columns(), 1);
         assert_eq!(batch.num_rows(), CHUNK_ROWS + 1);
+    }
+
+    fn appended(memory: &mut MemoryComponent, shape: &DatasetShape, ids: std::ops::Range<i64>) {
+        let records: Vec<Record> = ids.clone().map(|id| record(id, "batch")).collect();
+        let refs: Vec<&Record> = records.iter().collect();
+        let batch = shape.records_batch(&refs, None).unwrap();
+        let first = memory.append_rows(shape, batch).unwrap();
+        for (offset, id) in ids.enumerate() {
+            memory.assign(Key::int(id), first + offset as u32);
+        }
+    }
+
+    #[test]
+    fn appended_batches_follow_the_tail_and_small_ones_join_up_to_a_chunk() {
+        let shape = shape();
+        let mut memory = MemoryComponent::default();
+        put(&mut memory, &shape, 0, "tail");
+        appended(&mut memory, &shape, 1..101);
+        // The one-record tail was sealed first, then the batch joined it: one chunk.
+        assert_eq!(memory.rows().chunks.len(), 1);
+        assert_eq!(memory.rows().chunk_ends, vec![101]);
+        appended(&mut memory, &shape, 101..601);
+        // 101 + 500 rows pass CHUNK_ROWS: a second chunk.
+        assert_eq!(memory.rows().chunk_ends, vec![101, 601]);
+        // Replacing keys by records and by batches, across chunks and the tail.
+        put(&mut memory, &shape, 5, "new");
+        appended(&mut memory, &shape, 600..602);
+        appended(&mut memory, &shape, 0..1);
+        assert_eq!(memory.len(), 602);
+        assert_eq!(memory.get(&shape, &Key::int(5)), Some(record(5, "new")));
+        assert_eq!(memory.get(&shape, &Key::int(0)), Some(record(0, "batch")));
+        assert_eq!(
+            memory.get(&shape, &Key::int(601)),
+            Some(record(601, "batch"))
+        );
+        for id in [1, 100, 101, 599] {
+            assert_eq!(memory.get(&shape, &Key::int(id)), Some(record(id, "batch")));
+        }
+        let (rows, dead) = memory.snapshot();
+        let mut scanned = ids(&rows.live_batches(&shape, &dead, None).unwrap());
+        scanned.sort_unstable();
+        assert_eq!(scanned, (0..602).collect::<Vec<_>>());
+        let ordered = memory.key_ordered_batch(&shape).unwrap();
+        assert_eq!(ids(&[ordered]), (0..602).collect::<Vec<_>>());
+        // Memory is counted once per chunk, joined or not.
+        let counted: usize = rows.chunks.iter().map(|c| c.get_array_memory_size()).sum();
+        assert_eq!(memory.chunk_bytes, counted);
     }
 
     #[test]

@@ -276,6 +276,59 @@ impl PartitionState {
         Ok(())
     }
 
+    /// Makes each row of `batch` (rows of the dataset's schema, in arrival order) the current
+    /// version of its key in `keys`: an upsert of every row, as [`Self::put`] would do one by
+    /// one, with the rows kept as the columns they came in. A failure changes nothing.
+    pub fn put_rows(
+        &mut self,
+        shape: &DatasetShape,
+        keys: Vec<Key>,
+        batch: RecordBatch,
+        lsn: u64,
+    ) -> Result<()> {
+        assert_eq!(keys.len(), batch.num_rows(), "one key per row");
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // Everything that can fail comes first. A key the batch holds twice is found in the
+        // components twice; its second row then finds its first in memory and marks nothing.
+        let in_components: Vec<Option<(usize, u64)>> = keys
+            .iter()
+            .map(|key| {
+                if self.memtable.contains_key(key) {
+                    Ok(None)
+                } else {
+                    locate_in_slots(&self.slots, key)
+                }
+            })
+            .collect::<Result<_>>()?;
+        let first = self.memtable.append_rows(shape, batch.clone())?;
+        self.memtable_summary.add_batch(shape, &batch);
+        self.note_write(lsn);
+        let index_fields: Vec<usize> = self.memory_indexes.top_level_fields().collect();
+        for (offset, (key, in_component)) in keys.into_iter().zip(in_components).enumerate() {
+            let seq = first + offset as u32;
+            match self.memtable.seq_of(&key) {
+                // The old version's index entries go first: the new one may share its value.
+                Some(old) => self.unindex_memory_row(shape, &key, old),
+                None => {
+                    if let Some((slot, row)) = in_component {
+                        self.slots[slot].mark_deleted(row);
+                    }
+                }
+            }
+            if !index_fields.is_empty() {
+                let indexed =
+                    self.memtable
+                        .rows()
+                        .record_fields(shape, seq, index_fields.iter().copied());
+                self.memory_indexes.insert(&key, &indexed);
+            }
+            self.memtable.assign(key, seq);
+        }
+        Ok(())
+    }
+
     /// Removes the current version of `key`, if any. Returns whether one existed.
     pub fn delete(&mut self, shape: &DatasetShape, key: &Key, lsn: u64) -> Result<bool> {
         self.note_write(lsn);

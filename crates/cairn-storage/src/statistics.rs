@@ -13,7 +13,8 @@ use crate::partition::ComponentRef;
 use crate::scan::compare_values;
 use crate::shape::DatasetShape;
 use crate::sketch::Sketch;
-use arrow::array::Array;
+use arrow::array::{Array, RecordBatch, make_comparator};
+use arrow::compute::SortOptions;
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, Record, Value};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
@@ -72,6 +73,29 @@ fn widen(bound: &mut Option<Value>, value: &Value, beyond: Ordering) {
     }
 }
 
+/// The rows of `column`'s smallest and largest non-null values in Arrow's order, which agrees
+/// with [`compare_values`] on the summarized types (NaN aside, where summaries are loose anyway).
+/// `None` when every row is null, or for a type Arrow cannot compare.
+fn extreme_rows(column: &dyn Array) -> Option<(usize, usize)> {
+    let compare = make_comparator(column, column, SortOptions::default()).ok()?;
+    let mut rows = (0..column.len()).filter(|&row| column.is_valid(row));
+    let first = rows.next()?;
+    Some(rows.fold((first, first), |(lowest, highest), row| {
+        (
+            if compare(row, lowest) == Ordering::Less {
+                row
+            } else {
+                lowest
+            },
+            if compare(row, highest) == Ordering::Greater {
+                row
+            } else {
+                highest
+            },
+        )
+    }))
+}
+
 /// Whether a field of this type is summarized: the types whose values order and whose Parquet
 /// statistics Cairn reads back.
 pub fn is_summarized(data_type: &DataType) -> bool {
@@ -117,6 +141,21 @@ impl ColumnSummaries {
             if let Some(summary) = summary {
                 summary.add(value);
             }
+        }
+    }
+
+    /// Widens every summary to cover every row of `batch`, rows of `shape`'s schema: the same
+    /// as [`Self::add_record`] on each row, reading only each column's extreme rows.
+    pub fn add_batch(&mut self, shape: &DatasetShape, batch: &RecordBatch) {
+        let fields = &shape.dataset_type.record.fields;
+        for ((summary, field), column) in self.0.iter_mut().zip(fields).zip(batch.columns()) {
+            let Some(summary) = summary else { continue };
+            summary.null_count += column.null_count() as u64;
+            let Some((lowest, highest)) = extreme_rows(column.as_ref()) else {
+                continue;
+            };
+            summary.add(&value_at(&field.data_type, column.as_ref(), lowest));
+            summary.add(&value_at(&field.data_type, column.as_ref(), highest));
         }
     }
 

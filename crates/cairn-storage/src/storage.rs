@@ -14,6 +14,7 @@
 
 use crate::component::ReadCaches;
 use crate::dataset::{BatchVisibility, Dataset, WriteOp, WriteReceipt, partition_dir};
+use crate::decoded_rows::DecodedRows;
 use crate::durable_file::{replace_file, sync_dir};
 use crate::error::{Result, StorageError};
 use crate::manifest::{Manifest, PartitionManifest, manifest_path, read_manifest, write_manifest};
@@ -371,14 +372,27 @@ impl Storage {
     ) -> Result<WriteReceipt> {
         let dataset = self.dataset(dataset)?;
         let receipt = dataset.write(&self.inner.wal, &self.inner.options, ops, visibility)?;
+        self.after_write(&dataset, &receipt);
+        Ok(receipt)
+    }
+
+    /// Upserts rows a feed decoded for `dataset` ([`Dataset::upsert_rows`]), with the same
+    /// flush signal and backpressure as [`Self::write_with`].
+    pub fn upsert_rows(&self, dataset: &str, pieces: Vec<DecodedRows>) -> Result<WriteReceipt> {
+        let dataset = self.dataset(dataset)?;
+        let receipt = dataset.upsert_rows(&self.inner.wal, &self.inner.options, pieces)?;
+        self.after_write(&dataset, &receipt);
+        Ok(receipt)
+    }
+
+    fn after_write(&self, dataset: &Dataset, receipt: &WriteReceipt) {
         if receipt.flush_wanted {
             self.inner.signal_work();
         }
         if receipt.overloaded {
             // Backpressure: this write is done, but the writer waits before its next one.
-            self.wait_while_overloaded(&dataset);
+            self.wait_while_overloaded(dataset);
         }
-        Ok(receipt)
     }
 
     pub fn insert(&self, dataset: &str, record: Record) -> Result<WriteReceipt> {

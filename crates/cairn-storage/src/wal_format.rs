@@ -6,10 +6,13 @@
 //! frame   := payload_len: u32 LE | crc32c(payload): u32 LE | payload
 //! payload := lsn: u64 LE | dataset_id: u64 LE | body
 //! body    := varint(op_count) | op*
-//! op      := kind: u8 (1 insert, 2 upsert, 3 delete) | varint(partition) | record or key
+//! op      := kind: u8 (1 insert, 2 upsert, 3 delete, 4 upsert as JSON)
+//!            | varint(partition) | record, key, or varint(length) | JSON text
 //! ```
 //!
-//! Records and keys use cairn-model's binary codec. One frame is one atomic write batch: a frame
+//! Records and keys use cairn-model's binary codec. A feed's records are logged as the JSON text
+//! they arrived as (kind 4), which costs a copy where encoding would cost a walk of every value;
+//! recovery decodes the text as the feed did. One frame is one atomic write batch: a frame
 //! whose length or checksum does not hold is a torn write that was never acknowledged.
 
 use cairn_model::binary::{Reader, encode_key, encode_record, put_varint};
@@ -24,6 +27,8 @@ pub enum LoggedOp {
     Insert(Record),
     Upsert(Record),
     Delete(Key),
+    /// An upsert of the record this JSON text holds, already checked against the dataset.
+    UpsertJson(String),
 }
 
 /// A decoded frame.
@@ -43,14 +48,46 @@ pub fn encode_body(ops: &[(u32, &LoggedOp)]) -> Vec<u8> {
             LoggedOp::Insert(_) => 1,
             LoggedOp::Upsert(_) => 2,
             LoggedOp::Delete(_) => 3,
+            LoggedOp::UpsertJson(_) => JSON_UPSERT_KIND,
         };
         body.push(kind);
         put_varint(&mut body, *partition as u64);
         match op {
             LoggedOp::Insert(record) | LoggedOp::Upsert(record) => encode_record(&mut body, record),
             LoggedOp::Delete(key) => encode_key(&mut body, key),
+            LoggedOp::UpsertJson(text) => put_json_text(&mut body, text),
         }
     }
+    body
+}
+
+const JSON_UPSERT_KIND: u8 = 4;
+
+fn put_json_text(body: &mut Vec<u8>, text: &str) {
+    put_varint(body, text.len() as u64);
+    body.extend_from_slice(text.as_bytes());
+}
+
+/// Encodes the body of a batch of JSON upserts, `(partition, text)` in batch order: the same
+/// bytes as [`encode_body`] on [`LoggedOp::UpsertJson`] ops, without building them.
+pub fn encode_json_upserts<'a>(
+    count: usize,
+    upserts: impl IntoIterator<Item = (u32, &'a str)>,
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_varint(&mut body, count as u64);
+    let mut written = 0;
+    for (partition, text) in upserts {
+        body.reserve(text.len() + 8);
+        body.push(JSON_UPSERT_KIND);
+        put_varint(&mut body, partition as u64);
+        put_json_text(&mut body, text);
+        written += 1;
+    }
+    assert_eq!(
+        written, count,
+        "the op count written must be the ops' count"
+    );
     body
 }
 
@@ -156,6 +193,13 @@ fn decode_payload(payload: &[u8]) -> Result<LoggedBatch, String> {
             1 => LoggedOp::Insert(reader.record().map_err(|e| e.to_string())?),
             2 => LoggedOp::Upsert(reader.record().map_err(|e| e.to_string())?),
             3 => LoggedOp::Delete(reader.key().map_err(|e| e.to_string())?),
+            JSON_UPSERT_KIND => {
+                let len = reader.varint().map_err(|e| e.to_string())?;
+                let len = usize::try_from(len).map_err(|_| "JSON text length out of range")?;
+                let text = reader.take(len).map_err(|e| e.to_string())?;
+                let text = std::str::from_utf8(text).map_err(|e| format!("JSON text: {e}"))?;
+                LoggedOp::UpsertJson(text.to_string())
+            }
             other => return Err(format!("unknown op kind {other}")),
         };
         ops.push((partition, op));
@@ -174,6 +218,24 @@ fn decode_payload(payload: &[u8]) -> Result<LoggedBatch, String> {
 mod tests {
     use super::*;
     use cairn_model::Value;
+
+    #[test]
+    fn json_upserts_encode_as_their_ops_and_read_back() {
+        let texts = [r#"{"id":1}"#, r#"{"id":2,"name":"é"}"#];
+        let body = encode_json_upserts(2, [(3, texts[0]), (0, texts[1])]);
+        let ops: Vec<LoggedOp> = texts
+            .iter()
+            .map(|t| LoggedOp::UpsertJson(t.to_string()))
+            .collect();
+        assert_eq!(body, encode_body(&[(3, &ops[0]), (0, &ops[1])]));
+        let mut log = Vec::new();
+        append_frame(&mut log, 5, 1, &body);
+        let read = read_segment(&log);
+        assert_eq!(
+            read.batches[0].ops,
+            vec![(3, ops[0].clone()), (0, ops[1].clone())]
+        );
+    }
 
     #[test]
     fn frames_round_trip_and_torn_tails_stop_reading() {

@@ -1,5 +1,5 @@
-//! Secondary btree indexes: under random inserts, upserts, deletes, flushes, merges and
-//! reopens, an index scan returns exactly the live rows a filtered full scan returns, and an
+//! Secondary btree indexes: under random inserts, upserts (one by one and as a feed's decoded
+//! rows), deletes, flushes, merges and reopens, an index scan returns exactly the live rows a filtered full scan returns, and an
 //! ordered index scan returns every live row in order; index
 //! creation is checked for bad definitions and survives reopen; dropping deletes the files.
 
@@ -7,7 +7,9 @@ mod common;
 
 use arrow::array::{Array, AsArray};
 use cairn_model::arrow_mapping::record_at;
+use cairn_model::json::record_to_json;
 use cairn_model::{Key, Record, Value};
+use cairn_storage::decoded_rows::RowsDecoder;
 use cairn_storage::ordered_index::OrderedIndexScan;
 use cairn_storage::{
     IndexDefinition, IndexKind, IndexRange, ScanRequest, Storage, StorageError, collect_parallel,
@@ -67,6 +69,8 @@ fn through_scan(storage: &Storage, field: &str, range: &IndexRange) -> Vec<Recor
 enum Step {
     Insert(i64, i64),
     Upsert(i64, i64),
+    /// Upserts decoded from JSON lines, as a feed writes them (a key may come twice).
+    UpsertRows(Vec<(i64, i64)>),
     Delete(i64),
     Flush,
     Merge,
@@ -79,6 +83,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (key.clone(), 0..50i64).prop_map(|(k, v)| Step::Insert(k, v)),
         6 => (key.clone(), 0..50i64).prop_map(|(k, v)| Step::Upsert(k, v)),
+        3 => proptest::collection::vec((key.clone(), 0..50i64), 1..12).prop_map(Step::UpsertRows),
         3 => key.prop_map(Step::Delete),
         2 => Just(Step::Flush),
         1 => Just(Step::Merge),
@@ -234,6 +239,16 @@ proptest! {
                 Step::Upsert(k, v) => {
                     storage.upsert("items", item(k, v)).unwrap();
                     model.insert(k, item(k, v));
+                }
+                Step::UpsertRows(rows) => {
+                    let dataset = storage.dataset("items").unwrap();
+                    let mut decoder = RowsDecoder::new(dataset, storage.options());
+                    for &(k, v) in &rows {
+                        let line = record_to_json(&item_type(), &item(k, v)).to_string();
+                        decoder.push_line(&line).unwrap();
+                        model.insert(k, item(k, v));
+                    }
+                    storage.upsert_rows("items", vec![decoder.finish().unwrap()]).unwrap();
                 }
                 Step::Delete(k) => {
                     storage.delete("items", Key::int(k)).unwrap();

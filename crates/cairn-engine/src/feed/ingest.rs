@@ -14,6 +14,7 @@ use cairn_model::json::record_to_json;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_storage::dataset::{CheckedRecord, Dataset};
+use cairn_storage::decoded_rows::{DecodedRows, RowsDecoder};
 use cairn_storage::{BatchVisibility, Storage, StorageError, WriteOp};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -112,34 +113,31 @@ impl ConnectionError {
     }
 }
 
-/// A parsed line's record.
-enum Parsed {
-    /// Checked against the dataset, so that the write need not check it again.
-    Checked(CheckedRecord),
+/// Parsed lines' records, in order.
+enum Items {
+    /// Checked and decoded into the dataset's columns, so that the write need not check them
+    /// again nor build a record of each.
+    Rows(DecodedRows),
     /// Of the `APPLY FUNCTION`'s input type: the function's results are checked instead.
-    Input(Record),
+    Inputs(Vec<Record>),
 }
 
-impl Parsed {
-    fn into_record(self) -> Record {
+impl Items {
+    /// Splits the items in two at `at`: these keep items `..at`, the result holds the rest.
+    fn split_off(&mut self, at: usize) -> Items {
         match self {
-            Parsed::Checked(checked) => checked.into_record(),
-            Parsed::Input(record) => record,
-        }
-    }
-
-    fn into_write(self) -> WriteOp {
-        match self {
-            Parsed::Checked(checked) => WriteOp::UpsertChecked(checked),
-            Parsed::Input(record) => WriteOp::Upsert(record),
+            Items::Rows(rows) => Items::Rows(rows.split_off(at)),
+            Items::Inputs(records) => Items::Inputs(records.split_off(at)),
         }
     }
 }
 
 /// Lines parsed by the reader, in order.
 struct Chunk {
-    /// Parsed records with their line numbers.
-    records: Vec<(u64, Parsed)>,
+    /// Parsed records.
+    items: Items,
+    /// The line number of each item.
+    lines: Vec<u64>,
     /// Line numbers of rejected lines.
     rejected: Vec<u64>,
     /// The last line this chunk covers.
@@ -182,7 +180,14 @@ async fn read_lines<R: AsyncRead + Unpin>(
     let mut partial: Vec<u8> = Vec::new();
     let mut partial_len = 0usize;
     let mut line = 0u64;
-    let mut parser = LineParser { feed, peer };
+    let mut parser = LineParser {
+        feed,
+        peer,
+        rows: feed
+            .function
+            .is_none()
+            .then(|| RowsDecoder::new(feed.dataset.clone(), feed.storage.options())),
+    };
     loop {
         if *stop.borrow() {
             return None;
@@ -197,7 +202,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
             Err(e) => return Some(format!("reading from {peer}: {e}")),
         };
         let mut chunk = Chunk {
-            records: Vec::new(),
+            items: Items::Inputs(Vec::new()),
+            lines: Vec::new(),
             rejected: Vec::new(),
             through_line: line,
             received_at: Instant::now(),
@@ -254,6 +260,9 @@ async fn read_lines<R: AsyncRead + Unpin>(
         feed.metrics
             .records_in
             .fetch_add(lines_in_chunk, Ordering::Relaxed);
+        if let Err(failure) = parser.finish(&mut chunk) {
+            return Some(failure);
+        }
         chunk.through_line = if chunk.stop_reason.is_some() {
             line - 1
         } else {
@@ -261,8 +270,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
         };
         let stopping = chunk.stop_reason.is_some();
         if lines_in_chunk > 0 {
-            feed.metrics.buffered(chunk.records.len() as u64);
-            let parsed = chunk.records.len() as u64;
+            let parsed = chunk.lines.len() as u64;
+            feed.metrics.buffered(parsed);
             if chunks.send(chunk).await.is_err() {
                 // The committer ended (a failed commit); it reports why.
                 feed.metrics.unbuffered(parsed);
@@ -279,6 +288,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
 struct LineParser<'a> {
     feed: &'a FeedRuntime,
     peer: &'a str,
+    /// Where a feed without a function decodes its lines until the chunk is finished.
+    rows: Option<RowsDecoder>,
 }
 
 impl LineParser<'_> {
@@ -297,7 +308,12 @@ impl LineParser<'_> {
             self.parse(text)
         };
         match parsed {
-            Ok(record) => chunk.records.push((line, record)),
+            Ok(input) => {
+                if let (Some(record), Items::Inputs(inputs)) = (input, &mut chunk.items) {
+                    inputs.push(record);
+                }
+                chunk.lines.push(line);
+            }
             Err(reason) => {
                 let raw = if len > line_max { &[][..] } else { text };
                 let logged = self.feed.error_log.record(&Rejection {
@@ -324,22 +340,35 @@ impl LineParser<'_> {
         }
     }
 
-    fn parse(&self, text: &[u8]) -> Result<Parsed, String> {
+    /// Parses one line: the function's input record, if the feed has a function; otherwise
+    /// the line is decoded into the pending rows and there is nothing to return.
+    fn parse(&mut self, text: &[u8]) -> Result<Option<Record>, String> {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 text: {e}"))?;
-        if let Some(function) = &self.feed.function {
-            // The function's result is checked against the dataset when the batch runs.
-            let input_type = function.input_type();
-            let mut record = record_from_json_line(input_type, text).map_err(|e| e.to_string())?;
-            canonicalize_record(input_type, &mut record, "").map_err(|e| e.to_string())?;
-            return Ok(Parsed::Input(record));
+        if let Some(rows) = &mut self.rows {
+            return rows
+                .push_line(text)
+                .map(|()| None)
+                .map_err(rejection_reason);
         }
-        let dataset = &self.feed.dataset;
-        let record = record_from_json_line(&dataset.shape.dataset_type.record, text)
-            .map_err(|e| e.to_string())?;
-        dataset
-            .check(record, 0, self.feed.storage.options(), &mut Vec::new())
-            .map(Parsed::Checked)
-            .map_err(rejection_reason)
+        let Some(function) = &self.feed.function else {
+            return Err("the feed has neither a function nor a dataset decoder".to_string());
+        };
+        // The function's result is checked against the dataset when the batch runs.
+        let input_type = function.input_type();
+        let mut record = record_from_json_line(input_type, text).map_err(|e| e.to_string())?;
+        canonicalize_record(input_type, &mut record, "").map_err(|e| e.to_string())?;
+        Ok(Some(record))
+    }
+
+    /// Moves the rows decoded for `chunk` into it.
+    fn finish(&mut self, chunk: &mut Chunk) -> Result<(), String> {
+        if let Some(rows) = &mut self.rows {
+            let decoded = rows
+                .finish()
+                .map_err(|e| format!("decoding the feed's lines: {e}"))?;
+            chunk.items = Items::Rows(decoded);
+        }
+        Ok(())
     }
 }
 
@@ -357,7 +386,9 @@ pub fn rejection_reason(error: StorageError) -> String {
 /// A batch being gathered.
 #[derive(Default)]
 struct Batch {
-    records: Vec<Parsed>,
+    items: Vec<Items>,
+    /// Records in `items`.
+    len: usize,
     /// Lines up to here are in this batch or settled before it.
     through_line: u64,
     rejected: u64,
@@ -418,22 +449,29 @@ async fn gather_and_commit(
         let Some(chunk) = next else { break };
         batch.oldest.get_or_insert(chunk.received_at);
         let mut rejected = chunk.rejected.into_iter().peekable();
-        for (line, record) in chunk.records {
-            if batch.records.len() == batch_size {
+        let mut items = chunk.items;
+        let mut lines = chunk.lines.as_slice();
+        while !lines.is_empty() {
+            if batch.len == batch_size {
                 if let Some(bad_record) = commit(feed, peer, &mut batch, ack, acknowledge).await? {
                     return Ok(Some(bad_record));
                 }
                 batch.oldest = Some(chunk.received_at);
             }
-            while rejected.next_if(|&r| r < line).is_some() {
+            let taken = (batch_size - batch.len).min(lines.len());
+            let rest = items.split_off(taken);
+            let last_line = lines[taken - 1];
+            while rejected.next_if(|&r| r < last_line).is_some() {
                 batch.rejected += 1;
             }
-            batch.records.push(record);
-            batch.through_line = line;
+            batch.items.push(std::mem::replace(&mut items, rest));
+            batch.len += taken;
+            batch.through_line = last_line;
+            lines = &lines[taken..];
         }
         batch.rejected += rejected.count() as u64;
         batch.through_line = chunk.through_line;
-        if (batch.records.len() == batch_size || chunk.stop_reason.is_some())
+        if (batch.len == batch_size || chunk.stop_reason.is_some())
             && let Some(bad_record) = commit(feed, peer, &mut batch, ack, acknowledge).await?
         {
             return Ok(Some(bad_record));
@@ -463,9 +501,9 @@ async fn commit(
     acknowledge: &mut impl AckSink,
 ) -> Result<Option<String>, String> {
     let taken = std::mem::take(batch);
-    let parsed = taken.records.len() as u64;
+    let parsed = taken.len as u64;
     let first_line = ack.acked + 1;
-    let settled = settle(feed, peer, taken.records, first_line, taken.through_line).await;
+    let settled = settle(feed, peer, taken.items, first_line, taken.through_line).await;
     // Whatever became of them, the batch's records are no longer held.
     feed.metrics.unbuffered(parsed);
     let (count, refused) = match settled {
@@ -505,30 +543,44 @@ enum Settled {
 async fn settle(
     feed: &FeedRuntime,
     peer: &str,
-    records: Vec<Parsed>,
+    items: Vec<Items>,
     first_line: u64,
     last_line: u64,
 ) -> Settled {
-    let mut refused_count = 0;
-    let ops: Vec<WriteOp> = match &feed.function {
-        Some(function) if !records.is_empty() => {
-            let inputs = records.into_iter().map(Parsed::into_record).collect();
-            let (kept, refused) =
-                apply_function(feed, function, peer, inputs, first_line, last_line).await;
-            if let (ErrorPolicy::Stop, Some(first)) = (feed.options.on_error, refused.first) {
-                return Settled::Stopped(first);
-            }
-            refused_count = refused.count;
-            kept.into_iter().map(WriteOp::UpsertChecked).collect()
+    let mut rows = Vec::new();
+    let mut inputs = Vec::new();
+    for piece in items {
+        match piece {
+            Items::Rows(decoded) => rows.push(decoded),
+            Items::Inputs(records) => inputs.extend(records),
         }
-        _ => records.into_iter().map(Parsed::into_write).collect(),
-    };
-    let count = ops.len() as u64;
+    }
+    let mut refused_count = 0;
+    let mut ops: Vec<WriteOp> = Vec::new();
+    if let Some(function) = &feed.function
+        && !inputs.is_empty()
+    {
+        let (kept, refused) =
+            apply_function(feed, function, peer, inputs, first_line, last_line).await;
+        if let (ErrorPolicy::Stop, Some(first)) = (feed.options.on_error, refused.first) {
+            return Settled::Stopped(first);
+        }
+        refused_count = refused.count;
+        ops = kept.into_iter().map(WriteOp::UpsertChecked).collect();
+    }
+    let count = (ops.len() + rows.iter().map(DecodedRows::len).sum::<usize>()) as u64;
     if count > 0 {
         let storage = feed.storage.clone();
         let dataset = feed.dataset.name().to_string();
-        // A feed's records are independent, so readers may see a batch arrive in runs.
-        let write = move || storage.write_with(&dataset, ops, BatchVisibility::Incremental);
+        // A feed's records are independent, so readers may see a batch arrive in runs. A
+        // feed has a function or it decodes rows: one of the two is empty.
+        let write = move || {
+            if ops.is_empty() {
+                storage.upsert_rows(&dataset, rows)
+            } else {
+                storage.write_with(&dataset, ops, BatchVisibility::Incremental)
+            }
+        };
         match tokio::task::spawn_blocking(write).await {
             Ok(Ok(_receipt)) => {}
             Ok(Err(e)) => {
