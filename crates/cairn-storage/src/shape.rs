@@ -65,6 +65,8 @@ impl DatasetShape {
 /// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
 /// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
 const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
+/// Rows of a batch [`DatasetShape::undictionaried_columns`] looks at: one default row group.
+const DICTIONARY_SAMPLE_ROWS: usize = 16 * 1024;
 
 fn is_flat(data_type: &ArrowType) -> bool {
     data_type == &ArrowType::Utf8 || data_type.is_primitive()
@@ -102,6 +104,8 @@ impl DatasetShape {
         let Some(sample) = sample.filter(|b| b.num_rows() >= 64) else {
             return columns;
         };
+        // A flush's batch is its whole memory component; the first rows tell as much.
+        let sample = sample.slice(0, sample.num_rows().min(DICTIONARY_SAMPLE_ROWS));
         for (index, field) in self.schema.fields().iter().enumerate() {
             if self.key_column_indices.contains(&index) {
                 continue;
@@ -114,7 +118,10 @@ impl DatasetShape {
                         continue;
                     };
                     let path = format!("{}.list.{}", field.name(), item.name());
-                    (list.values().clone(), path)
+                    // A sliced list's values array still holds every row's values.
+                    let offsets = list.value_offsets();
+                    let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+                    (list.values().slice(first, last - first), path)
                 }
                 data_type if is_flat(data_type) => (column.clone(), field.name().clone()),
                 _ => continue,
