@@ -75,8 +75,8 @@ fn text_at<'a>(text: &'a str, ends: &[usize], row: usize) -> &'a str {
 
 /// How the rows since the last [`RowsDecoder::finish`] are being decoded.
 enum Decoding {
-    /// Straight into columns.
-    Columns(BatchDecoder),
+    /// Straight into columns (boxed: it holds a builder per column).
+    Columns(Box<BatchDecoder>),
     /// Into records, since a line left the fast path (or the type has fields it never takes).
     Records(Vec<Record>),
 }
@@ -113,7 +113,7 @@ impl RowsDecoder {
     fn fresh_decoding(&self) -> Decoding {
         let shape = &self.dataset.shape;
         match BatchDecoder::new(&shape.dataset_type.record, &shape.key_column_indices) {
-            Some(columns) => Decoding::Columns(columns),
+            Some(columns) => Decoding::Columns(Box::new(columns)),
             None => Decoding::Records(Vec::new()),
         }
     }
@@ -235,7 +235,7 @@ impl Dataset {
         &self,
         wal: &Wal,
         options: &StorageOptions,
-        pieces: Vec<DecodedRows>,
+        mut pieces: Vec<DecodedRows>,
     ) -> Result<WriteReceipt> {
         if let Some(stranger) = pieces.iter().find(|p| !Arc::ptr_eq(&p.shape, &self.shape)) {
             return Err(StorageError::InvalidDefinition {
@@ -278,14 +278,21 @@ impl Dataset {
             }
         }
         // 2. Gather each partition's rows in runs of their own before any lock is taken.
+        let mut keys_of: Vec<Vec<Key>> = pieces
+            .iter_mut()
+            .map(|piece| std::mem::take(&mut piece.keys))
+            .collect();
         let batches: Vec<&RecordBatch> = pieces.iter().map(|piece| &piece.batch).collect();
         let mut runs: Vec<(u32, Vec<Key>, RecordBatch)> = Vec::new();
         for (partition, rows) in rows_of.iter().enumerate() {
             for run in rows.chunks(APPLY_RUN_ROWS) {
                 let batch = interleave_record_batch(&batches, run)?;
+                // Each row is in one run: its key moves there (an empty key allocates nothing).
                 let keys = run
                     .iter()
-                    .map(|&(piece, row)| pieces[piece].keys[row].clone())
+                    .map(|&(piece, row)| {
+                        std::mem::replace(&mut keys_of[piece][row], Key(Vec::new()))
+                    })
                     .collect();
                 runs.push((partition as u32, keys, batch));
             }

@@ -13,7 +13,11 @@ use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Slot};
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
+use cairn_model::Key;
 use roaring::RoaringTreemap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Which components to merge: `(slot positions)`, chosen among disk components not already
@@ -126,7 +130,10 @@ impl Dataset {
         // Read every live row: (key, batch, row in batch, input, row in input).
         let mut batches: Vec<RecordBatch> = Vec::new();
         let mut entries = Vec::new();
+        // Each input's live rows, in the key order the input is stored in.
+        let mut runs = Vec::with_capacity(inputs.len());
         for (source, input) in inputs.iter().enumerate() {
+            let run_start = entries.len();
             for (rg, (first_row, _)) in input.component.row_group_spans().into_iter().enumerate() {
                 let mut row = first_row;
                 for batch in input.component.scan_row_group(rg, None, None)? {
@@ -152,12 +159,20 @@ impl Dataset {
                     batches.push(batch);
                 }
             }
+            runs.push(run_start..entries.len());
         }
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        if entries.windows(2).any(|w| w[0].0 == w[1].0) {
+        let keys: Vec<&Key> = entries.iter().map(|entry| &entry.0).collect();
+        let order = merged_order(&keys, &runs);
+        drop(keys);
+        let mut taken: Vec<Option<_>> = entries.into_iter().map(Some).collect();
+        let entries: Vec<_> = order.iter().filter_map(|&i| taken[i].take()).collect();
+        drop(taken);
+        // Also catches an input that was not in key order, which the merged order relies on.
+        if entries.len() != order.len() || entries.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err(StorageError::corrupt(
                 &self.dir,
-                "merge found one key live in two components (invariant broken)",
+                "merge found one key live in two components, or a component out of key order \
+                 (invariant broken)",
             ));
         }
         // Input row → output row, to carry over deletions that happen while we write.
@@ -240,9 +255,40 @@ impl Dataset {
     }
 }
 
+/// The positions of `keys` in key order, where each of `runs` (ranges of `keys`) is in key
+/// order already: a k-way merge of the runs, `n log k` comparisons where sorting takes `n log n`.
+fn merged_order<K: Ord>(keys: &[K], runs: &[Range<usize>]) -> Vec<usize> {
+    let mut heads: BinaryHeap<Reverse<(&K, usize, usize)>> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, run)| !run.is_empty())
+        .map(|(run, range)| Reverse((&keys[range.start], run, range.start)))
+        .collect();
+    let mut order = Vec::with_capacity(keys.len());
+    while let Some(Reverse((_, run, at))) = heads.pop() {
+        order.push(at);
+        let next = at + 1;
+        if next < runs[run].end {
+            heads.push(Reverse((&keys[next], run, next)));
+        }
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_order_interleaves_sorted_runs_into_one_order() {
+        let keys = [1, 4, 9, 2, 3, 10, 0, 5];
+        let runs = [0..3, 3..3, 3..6, 6..8];
+        let order = merged_order(&keys, &runs);
+        let merged: Vec<i32> = order.iter().map(|&i| keys[i]).collect();
+        assert_eq!(merged, vec![0, 1, 2, 3, 4, 5, 9, 10]);
+        let empty_runs = [0..0, 0..0];
+        assert!(merged_order::<i32>(&[], &empty_runs).is_empty());
+    }
 
     #[test]
     fn size_tiered_policy_groups_similar_sizes() {

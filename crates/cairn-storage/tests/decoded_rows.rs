@@ -6,32 +6,17 @@
 mod common;
 
 use cairn_model::json_stream::record_from_json_line;
-use cairn_model::{DataType, DatasetType, Field, Key, Record, RecordType};
+use cairn_model::{DatasetType, Key, Record};
 use cairn_storage::decoded_rows::{DecodedRows, RowsDecoder};
 use cairn_storage::{Storage, StorageError};
-use common::test_options;
+use common::{plain_item_type, test_options};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// A type the columnar decoder takes whole (no spatial fields), open to undeclared fields.
-fn plain_type() -> RecordType {
-    RecordType::new(
-        vec![
-            Field::new("id", DataType::Int64),
-            Field::new("v", DataType::Int64),
-            Field::optional("name", DataType::String),
-            Field::new("tags", DataType::Multiset(Box::new(DataType::String))),
-            Field::optional("at", DataType::DateTime),
-        ],
-        true,
-    )
-    .unwrap()
-}
 
 fn open_plain(dir: &Path) -> Storage {
     let storage = Storage::open(dir, test_options()).unwrap();
     if storage.dataset("plain").is_err() {
-        let dataset_type = DatasetType::new(plain_type(), vec!["id".into()]).unwrap();
+        let dataset_type = DatasetType::new(plain_item_type(), vec!["id".into()]).unwrap();
         storage
             .create_dataset("plain", dataset_type, Some(2))
             .unwrap();
@@ -147,7 +132,7 @@ fn split_rows_keep_their_texts_and_apply_in_order() {
 fn rows_decoded_for_another_dataset_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let storage = open_plain(dir.path());
-    let other = DatasetType::new(plain_type(), vec!["id".into()]).unwrap();
+    let other = DatasetType::new(plain_item_type(), vec!["id".into()]).unwrap();
     storage.create_dataset("other", other, Some(2)).unwrap();
     let (rows, _) = decode(&storage, &LINES[..2]);
     let refused = storage.upsert_rows("other", vec![rows]).unwrap_err();

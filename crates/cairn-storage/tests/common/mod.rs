@@ -8,18 +8,24 @@ use serde_json::json;
 use std::path::Path;
 
 pub fn item_type() -> RecordType {
-    RecordType::new(
-        vec![
-            Field::new("id", DataType::Int64),
-            Field::new("v", DataType::Int64),
-            Field::optional("name", DataType::String),
-            Field::new("tags", DataType::Multiset(Box::new(DataType::String))),
-            Field::optional("at", DataType::DateTime),
-            Field::optional("loc", DataType::Point),
-        ],
-        true,
-    )
-    .unwrap()
+    let mut fields = plain_item_fields();
+    fields.push(Field::optional("loc", DataType::Point));
+    RecordType::new(fields, true).unwrap()
+}
+
+/// [`item_type`] without its spatial field: a type the column decoder takes whole.
+pub fn plain_item_type() -> RecordType {
+    RecordType::new(plain_item_fields(), true).unwrap()
+}
+
+fn plain_item_fields() -> Vec<Field> {
+    vec![
+        Field::new("id", DataType::Int64),
+        Field::new("v", DataType::Int64),
+        Field::optional("name", DataType::String),
+        Field::new("tags", DataType::Multiset(Box::new(DataType::String))),
+        Field::optional("at", DataType::DateTime),
+    ]
 }
 
 pub fn item_dataset_type() -> DatasetType {
