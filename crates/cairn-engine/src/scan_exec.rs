@@ -425,7 +425,7 @@ fn primary_key_lookups(
     lookup: &Lookup,
     projection: Option<&[usize]>,
 ) -> cairn_storage::Result<Vec<RecordBatch>> {
-    let mut keys: Vec<Key> = lookup
+    let keys: Vec<Key> = lookup
         .values
         .iter()
         // A value no key can hold matches nothing.
@@ -433,9 +433,7 @@ fn primary_key_lookups(
         .map(|part| Key(vec![part]))
         .filter(|key| dataset.partition_of(key) as usize == partition)
         .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    dataset.get_batches(&keys, projection)
+    dataset.get_batches(keys, projection)
 }
 
 /// The dataset's schema narrowed to `projection` (all of it without one).

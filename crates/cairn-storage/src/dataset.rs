@@ -530,36 +530,38 @@ impl Dataset {
 
     /// The current version of the record with `key`.
     pub fn get(&self, key: &Key) -> Result<Option<Record>> {
-        if key.0.len() != self.shape.key_types.len() {
-            self.check_key(key, 0)?;
-        }
-        let partition = &self.partitions[self.partition_of(key) as usize];
-        let found = partition.state.read().lookup(&self.shape, key)?;
-        match found {
+        match self.lookup(key)? {
             None => Ok(None),
             Some(Found::Record(record)) => Ok(Some(record)),
             Some(Found::Row(component, row)) => component.fetch(row).map(Some),
         }
     }
 
-    /// The current versions of the records with `keys`, cut to `projection`, as batches in no
-    /// particular order (keys without a record are left out). Rows of one disk component are
-    /// fetched together, so a lookup of many keys (an index nested-loop join on the primary
-    /// key) decodes each block or page once, not once per key.
+    /// Where the current version of `key` is, found under its partition's read lock.
+    fn lookup(&self, key: &Key) -> Result<Option<Found>> {
+        if key.0.len() != self.shape.key_types.len() {
+            self.check_key(key, 0)?;
+        }
+        let partition = &self.partitions[self.partition_of(key) as usize];
+        partition.state.read().lookup(&self.shape, key)
+    }
+
+    /// The current versions of the records with `keys`, each once however often it is named,
+    /// cut to `projection`, as batches in no particular order (keys without a record are left
+    /// out). Rows of one disk component are fetched together, so a lookup of many keys (an
+    /// index nested-loop join on the primary key) decodes each block or page once, not once
+    /// per key.
     pub fn get_batches(
         &self,
-        keys: &[Key],
+        mut keys: Vec<Key>,
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
+        keys.sort_unstable();
+        keys.dedup();
         let mut records = Vec::new();
         let mut component_rows: Vec<(ComponentRef, Vec<u64>)> = Vec::new();
-        for key in keys {
-            if key.0.len() != self.shape.key_types.len() {
-                self.check_key(key, 0)?;
-            }
-            let partition = &self.partitions[self.partition_of(key) as usize];
-            let found = partition.state.read().lookup(&self.shape, key)?;
-            match found {
+        for key in &keys {
+            match self.lookup(key)? {
                 None => {}
                 Some(Found::Record(record)) => records.push(record),
                 Some(Found::Row(component, row)) => {
@@ -579,8 +581,8 @@ impl Dataset {
             batches.push(self.shape.records_batch(&records, projection)?);
         }
         for (component, mut rows) in component_rows {
+            // Distinct keys have distinct rows; fetches want them ascending.
             rows.sort_unstable();
-            rows.dedup();
             match component {
                 ComponentRef::Disk(disk) => batches.extend(disk.fetch_rows(&rows, projection)?),
                 ComponentRef::Frozen(frozen) => batches.push(frozen.batch_of(&rows, projection)?),

@@ -73,6 +73,14 @@ fn text_at<'a>(text: &'a str, ends: &[usize], row: usize) -> &'a str {
     &text[start..ends[row]]
 }
 
+/// Decoding straight into columns, if the dataset's type allows it.
+fn fresh_decoding(shape: &DatasetShape) -> Decoding {
+    match BatchDecoder::new(&shape.dataset_type.record, &shape.key_column_indices) {
+        Some(columns) => Decoding::Columns(Box::new(columns)),
+        None => Decoding::Records(Vec::new()),
+    }
+}
+
 /// How the rows since the last [`RowsDecoder::finish`] are being decoded.
 enum Decoding {
     /// Straight into columns (boxed: it holds a builder per column).
@@ -96,8 +104,8 @@ pub struct RowsDecoder {
 
 impl RowsDecoder {
     pub fn new(dataset: Arc<Dataset>, options: &StorageOptions) -> RowsDecoder {
-        let mut decoder = RowsDecoder {
-            decoding: Decoding::Records(Vec::new()),
+        RowsDecoder {
+            decoding: fresh_decoding(&dataset.shape),
             fast_line_max: options.record_max_bytes / MAX_ENCODED_BYTES_PER_JSON_BYTE,
             dataset,
             options: options.clone(),
@@ -105,26 +113,7 @@ impl RowsDecoder {
             text: String::new(),
             text_ends: Vec::new(),
             scratch: Vec::new(),
-        };
-        decoder.decoding = decoder.fresh_decoding();
-        decoder
-    }
-
-    fn fresh_decoding(&self) -> Decoding {
-        let shape = &self.dataset.shape;
-        match BatchDecoder::new(&shape.dataset_type.record, &shape.key_column_indices) {
-            Some(columns) => Decoding::Columns(Box::new(columns)),
-            None => Decoding::Records(Vec::new()),
         }
-    }
-
-    /// Rows decoded since the last [`Self::finish`].
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     /// Decodes one line (without its newline) into the next row. A line that is not a valid
@@ -172,44 +161,51 @@ impl RowsDecoder {
 
     /// The rows decoded so far, decoded again as records.
     fn records_of_texts(&mut self) -> Result<Vec<Record>> {
-        let texts: Vec<String> = (0..self.keys.len())
-            .map(|row| text_at(&self.text, &self.text_ends, row).to_string())
-            .collect();
-        texts
-            .iter()
-            .map(|text| {
-                self.checked_record(text)
+        // Lent out while `checked_record` borrows the decoder; put back below either way.
+        let text = std::mem::take(&mut self.text);
+        let records = (0..self.keys.len())
+            .map(|row| {
+                let line = text_at(&text, &self.text_ends, row);
+                self.checked_record(line)
                     .map(|checked| checked.into_record())
                     .map_err(|e| StorageError::InvalidDefinition {
                         dataset: self.dataset.shape.name.clone(),
                         message: format!(
-                            "a line the column decoder took is refused as a record ({e}): {text}"
+                            "a line the column decoder took is refused as a record ({e}): {line}"
                         ),
                     })
             })
-            .collect()
+            .collect();
+        self.text = text;
+        records
     }
 
     /// The rows decoded since the last call; the decoder starts over empty.
     pub fn finish(&mut self) -> Result<DecodedRows> {
         let shape = self.dataset.shape.clone();
-        let fresh = self.fresh_decoding();
-        let decoding = std::mem::replace(&mut self.decoding, fresh);
-        let batch = match decoding {
-            Decoding::Columns(mut columns) => {
-                columns
-                    .finish()
-                    .map_err(|_| StorageError::InvalidDefinition {
-                        dataset: shape.name.clone(),
-                        message: "the column decoder could not build its batch".to_string(),
-                    })?
-            }
+        let broken = |message: String| StorageError::InvalidDefinition {
+            dataset: shape.name.clone(),
+            message,
+        };
+        let batch = match &mut self.decoding {
+            // The column decoder starts over empty by itself, and is kept for the next rows.
+            Decoding::Columns(columns) => columns
+                .finish()
+                .map_err(|_| broken("the column decoder could not build its batch".into()))?,
             Decoding::Records(records) => {
+                let records = std::mem::take(records);
+                self.decoding = fresh_decoding(&shape);
                 let records: Vec<&Record> = records.iter().collect();
                 shape.records_batch(&records, None)?
             }
         };
-        assert_eq!(batch.num_rows(), self.keys.len(), "one row per key");
+        if batch.num_rows() != self.keys.len() {
+            return Err(broken(format!(
+                "{} lines decoded into {} rows",
+                self.keys.len(),
+                batch.num_rows()
+            )));
+        }
         Ok(DecodedRows {
             shape,
             batch,
@@ -247,19 +243,18 @@ impl Dataset {
         if count == 0 {
             return Ok(WriteReceipt::of_nothing(wal));
         }
-        // 1. Each row's partition, and each partition's rows in arrival order.
-        let partitions: Vec<u32> = pieces
-            .iter()
-            .flat_map(|piece| piece.keys.iter().map(|key| self.partition_of(key)))
-            .collect();
-        let body = encode_json_upserts(
-            count,
-            partitions.iter().copied().zip(
-                pieces
-                    .iter()
-                    .flat_map(|piece| (0..piece.len()).map(|row| piece.text(row))),
-            ),
-        );
+        // 1. Each row's partition: its log entry, and its place among its partition's rows.
+        let mut logged: Vec<(u32, &str)> = Vec::with_capacity(count);
+        let mut rows_of: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.partitions.len()];
+        for (index, piece) in pieces.iter().enumerate() {
+            for (row, key) in piece.keys.iter().enumerate() {
+                let partition = self.partition_of(key);
+                logged.push((partition, piece.text(row)));
+                rows_of[partition as usize].push((index, row));
+            }
+        }
+        let body = encode_json_upserts(&logged);
+        drop(logged);
         if frame_len(body.len()) > options.wal_frame_max_bytes {
             return Err(StorageError::LimitExceeded {
                 what: format!("write batch of {count} records"),
@@ -267,15 +262,6 @@ impl Dataset {
                 limit: options.wal_frame_max_bytes,
                 setting: "wal_frame_max_bytes (send smaller batches)",
             });
-        }
-        let mut rows_of: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.partitions.len()];
-        let mut next_partition = partitions.iter();
-        for (index, piece) in pieces.iter().enumerate() {
-            for row in 0..piece.len() {
-                if let Some(&partition) = next_partition.next() {
-                    rows_of[partition as usize].push((index, row));
-                }
-            }
         }
         // 2. Gather each partition's rows in runs of their own before any lock is taken.
         let mut keys_of: Vec<Vec<Key>> = pieces

@@ -340,14 +340,9 @@ impl MemoryComponent {
             "a chunk would overtake the tail's rows"
         );
         let rows = chunk.num_rows() as u32;
-        let last_joins = self
-            .rows
-            .chunks
-            .last()
-            .is_some_and(|last| last.num_rows() + chunk.num_rows() <= CHUNK_ROWS);
-        if last_joins
-            && let (Some(last), Some(end)) =
-                (self.rows.chunks.last_mut(), self.rows.chunk_ends.last_mut())
+        if let (Some(last), Some(end)) =
+            (self.rows.chunks.last_mut(), self.rows.chunk_ends.last_mut())
+            && last.num_rows() + chunk.num_rows() <= CHUNK_ROWS
         {
             let joined = concat_batches(&last.schema(), [&*last, &chunk])?;
             self.chunk_bytes =

@@ -163,31 +163,32 @@ impl Dataset {
         }
         let keys: Vec<&Key> = entries.iter().map(|entry| &entry.0).collect();
         let order = merged_order(&keys, &runs);
-        drop(keys);
-        let mut taken: Vec<Option<_>> = entries.into_iter().map(Some).collect();
-        let entries: Vec<_> = order.iter().filter_map(|&i| taken[i].take()).collect();
-        drop(taken);
         // Also catches an input that was not in key order, which the merged order relies on.
-        if entries.len() != order.len() || entries.windows(2).any(|w| w[0].0 >= w[1].0) {
+        if order.windows(2).any(|w| keys[w[0]] >= keys[w[1]]) {
             return Err(StorageError::corrupt(
                 &self.dir,
                 "merge found one key live in two components, or a component out of key order \
                  (invariant broken)",
             ));
         }
+        drop(keys);
         // Input row → output row, to carry over deletions that happen while we write.
         let mut row_maps: Vec<Vec<u64>> = inputs
             .iter()
             .map(|i| vec![u64::MAX; i.component.rows as usize])
             .collect();
-        for (output_row, entry) in entries.iter().enumerate() {
+        for (output_row, &at) in order.iter().enumerate() {
+            let entry = &entries[at];
             row_maps[entry.3][entry.4 as usize] = output_row as u64;
         }
 
         let id = self.allocate_component_id();
         let path = self.dir.join(Self::component_relative_path(index, id));
         if !entries.is_empty() {
-            let rows: Vec<(usize, usize)> = entries.iter().map(|e| (e.1, e.2)).collect();
+            let rows: Vec<(usize, usize)> = order
+                .iter()
+                .map(|&at| (entries[at].1, entries[at].2))
+                .collect();
             write_interleaved(&path, &self.shape, &batches, &rows, options.row_group_rows)?;
             sync_dir(&partition_dir(&self.dir, index))?;
         }

@@ -260,15 +260,12 @@ impl PartitionState {
         known_absent: bool,
     ) -> Result<()> {
         self.memtable.make_room(shape)?;
-        match self.memtable.seq_of(&key) {
-            // The old version's index entries go first: the new one may share its value.
-            Some(old) => self.unindex_memory_row(shape, &key, old),
-            None => {
-                if !known_absent && let Some((slot, row)) = locate_in_slots(&self.slots, &key)? {
-                    self.slots[slot].mark_deleted(row);
-                }
-            }
-        }
+        let in_component = if known_absent {
+            None
+        } else {
+            self.component_version(&key)?
+        };
+        self.retire_for_replacement(shape, &key, in_component);
         self.note_write(lsn);
         self.memtable_summary.add_record(&record);
         self.memory_indexes.insert(&key, &record);
@@ -286,7 +283,12 @@ impl PartitionState {
         batch: RecordBatch,
         lsn: u64,
     ) -> Result<()> {
-        assert_eq!(keys.len(), batch.num_rows(), "one key per row");
+        if keys.len() != batch.num_rows() {
+            return Err(crate::error::StorageError::InvalidDefinition {
+                dataset: shape.name.clone(),
+                message: format!("{} keys for {} rows", keys.len(), batch.num_rows()),
+            });
+        }
         if keys.is_empty() {
             return Ok(());
         }
@@ -294,13 +296,7 @@ impl PartitionState {
         // components twice; its second row then finds its first in memory and marks nothing.
         let in_components: Vec<Option<(usize, u64)>> = keys
             .iter()
-            .map(|key| {
-                if self.memtable.contains_key(key) {
-                    Ok(None)
-                } else {
-                    locate_in_slots(&self.slots, key)
-                }
-            })
+            .map(|key| self.component_version(key))
             .collect::<Result<_>>()?;
         let first = self.memtable.append_rows(shape, batch.clone())?;
         self.memtable_summary.add_batch(shape, &batch);
@@ -308,15 +304,7 @@ impl PartitionState {
         let index_fields: Vec<usize> = self.memory_indexes.top_level_fields().collect();
         for (offset, (key, in_component)) in keys.into_iter().zip(in_components).enumerate() {
             let seq = first + offset as u32;
-            match self.memtable.seq_of(&key) {
-                // The old version's index entries go first: the new one may share its value.
-                Some(old) => self.unindex_memory_row(shape, &key, old),
-                None => {
-                    if let Some((slot, row)) = in_component {
-                        self.slots[slot].mark_deleted(row);
-                    }
-                }
-            }
+            self.retire_for_replacement(shape, &key, in_component);
             if !index_fields.is_empty() {
                 let indexed =
                     self.memtable
@@ -327,6 +315,34 @@ impl PartitionState {
             self.memtable.assign(key, seq);
         }
         Ok(())
+    }
+
+    /// Where `key`'s current version is among the components, if it is not in memory.
+    fn component_version(&self, key: &Key) -> Result<Option<(usize, u64)>> {
+        Ok(match self.locate(key)? {
+            Some(Location::Component { slot, row }) => Some((slot, row)),
+            Some(Location::Memtable) | None => None,
+        })
+    }
+
+    /// Retires `key`'s current version before a new one goes in: a memory version leaves the
+    /// memory indexes (the insert marks its row dead), and a component version, found
+    /// beforehand as `in_component`, is marked deleted. The old version's index entries go
+    /// first because the new version may share their value.
+    fn retire_for_replacement(
+        &mut self,
+        shape: &DatasetShape,
+        key: &Key,
+        in_component: Option<(usize, u64)>,
+    ) {
+        match self.memtable.seq_of(key) {
+            Some(old) => self.unindex_memory_row(shape, key, old),
+            None => {
+                if let Some((slot, row)) = in_component {
+                    self.slots[slot].mark_deleted(row);
+                }
+            }
+        }
     }
 
     /// Removes the current version of `key`, if any. Returns whether one existed.

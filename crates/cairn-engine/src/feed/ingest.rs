@@ -183,10 +183,13 @@ async fn read_lines<R: AsyncRead + Unpin>(
     let mut parser = LineParser {
         feed,
         peer,
-        rows: feed
-            .function
-            .is_none()
-            .then(|| RowsDecoder::new(feed.dataset.clone(), feed.storage.options())),
+        pending: match &feed.function {
+            Some(function) => Pending::Inputs(function, Vec::new()),
+            None => Pending::Rows(Box::new(RowsDecoder::new(
+                feed.dataset.clone(),
+                feed.storage.options(),
+            ))),
+        },
     };
     loop {
         if *stop.borrow() {
@@ -288,8 +291,17 @@ async fn read_lines<R: AsyncRead + Unpin>(
 struct LineParser<'a> {
     feed: &'a FeedRuntime,
     peer: &'a str,
-    /// Where a feed without a function decodes its lines until the chunk is finished.
-    rows: Option<RowsDecoder>,
+    /// The current chunk's records, until it is finished.
+    pending: Pending<'a>,
+}
+
+/// Records parsed for the chunk being read.
+enum Pending<'a> {
+    /// A feed without a function decodes lines into the dataset's columns (boxed: one per
+    /// connection, and much larger than the other variant).
+    Rows(Box<RowsDecoder>),
+    /// A feed with a function parses lines as its input type.
+    Inputs(&'a FeedFunction, Vec<Record>),
 }
 
 impl LineParser<'_> {
@@ -308,12 +320,7 @@ impl LineParser<'_> {
             self.parse(text)
         };
         match parsed {
-            Ok(input) => {
-                if let (Some(record), Items::Inputs(inputs)) = (input, &mut chunk.items) {
-                    inputs.push(record);
-                }
-                chunk.lines.push(line);
-            }
+            Ok(()) => chunk.lines.push(line),
             Err(reason) => {
                 let raw = if len > line_max { &[][..] } else { text };
                 let logged = self.feed.error_log.record(&Rejection {
@@ -340,34 +347,32 @@ impl LineParser<'_> {
         }
     }
 
-    /// Parses one line: the function's input record, if the feed has a function; otherwise
-    /// the line is decoded into the pending rows and there is nothing to return.
-    fn parse(&mut self, text: &[u8]) -> Result<Option<Record>, String> {
+    /// Parses one line into the pending records, or says why it cannot.
+    fn parse(&mut self, text: &[u8]) -> Result<(), String> {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8 text: {e}"))?;
-        if let Some(rows) = &mut self.rows {
-            return rows
-                .push_line(text)
-                .map(|()| None)
-                .map_err(rejection_reason);
+        match &mut self.pending {
+            Pending::Rows(rows) => rows.push_line(text).map_err(rejection_reason),
+            Pending::Inputs(function, inputs) => {
+                // The function's result is checked against the dataset when the batch runs.
+                let input_type = function.input_type();
+                let mut record =
+                    record_from_json_line(input_type, text).map_err(|e| e.to_string())?;
+                canonicalize_record(input_type, &mut record, "").map_err(|e| e.to_string())?;
+                inputs.push(record);
+                Ok(())
+            }
         }
-        let Some(function) = &self.feed.function else {
-            return Err("the feed has neither a function nor a dataset decoder".to_string());
-        };
-        // The function's result is checked against the dataset when the batch runs.
-        let input_type = function.input_type();
-        let mut record = record_from_json_line(input_type, text).map_err(|e| e.to_string())?;
-        canonicalize_record(input_type, &mut record, "").map_err(|e| e.to_string())?;
-        Ok(Some(record))
     }
 
-    /// Moves the rows decoded for `chunk` into it.
+    /// Moves the records parsed for `chunk` into it.
     fn finish(&mut self, chunk: &mut Chunk) -> Result<(), String> {
-        if let Some(rows) = &mut self.rows {
-            let decoded = rows
-                .finish()
-                .map_err(|e| format!("decoding the feed's lines: {e}"))?;
-            chunk.items = Items::Rows(decoded);
-        }
+        chunk.items = match &mut self.pending {
+            Pending::Rows(rows) => Items::Rows(
+                rows.finish()
+                    .map_err(|e| format!("decoding the feed's lines: {e}"))?,
+            ),
+            Pending::Inputs(_, inputs) => Items::Inputs(std::mem::take(inputs)),
+        };
         Ok(())
     }
 }
