@@ -9,31 +9,29 @@
 use crate::cache::ByteLru;
 use crate::chunk_buffers::BufferedChunks;
 use crate::component_indexes::IndexCache;
+use crate::component_writer::ComponentWriter;
 use crate::error::{Result, StorageError};
 use crate::secondary_index::ComponentIndex;
 use crate::shape::DatasetShape;
 use crate::sketch::{SKETCHES_KEY, Sketches};
 use crate::spatial_index::SpatialIndex;
-use crate::statistics::{CachedSummaries, ColumnSummaries, is_summarized};
+use crate::statistics::{CachedSummaries, ColumnSummaries};
 use crate::text_index::TextIndex;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::Int64Type;
+use arrow::datatypes::{Int64Type, SchemaRef};
 use bytes::Bytes;
 use cairn_model::arrow_mapping::{records_to_batch, value_at};
 use cairn_model::{Key, KeyValue, Record};
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
     RowSelector,
 };
-use parquet::basic::Compression;
 use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::{KeyValue as FooterKeyValue, PageIndexPolicy, SortingColumn};
-use parquet::file::properties::{EnabledStatistics, ReaderProperties, WriterProperties};
+use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::{ChunkReader, FileReader, Length};
 use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
-use parquet::schema::types::ColumnPath;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -93,7 +91,7 @@ impl ReadCaches {
 
 /// A component file read with positional reads (safe to share across threads), counting bytes.
 #[derive(Clone)]
-struct ComponentFile {
+pub(crate) struct ComponentFile {
     file: Arc<File>,
     len: u64,
     caches: Arc<ReadCaches>,
@@ -105,7 +103,7 @@ impl Length for ComponentFile {
     }
 }
 
-struct PositionalRead {
+pub(crate) struct PositionalRead {
     source: ComponentFile,
     position: u64,
 }
@@ -169,6 +167,7 @@ pub fn write_component(
 }
 
 /// Writes batches (together sorted by key, unique keys) as a component file, fsynced.
+/// Returns the file's size in bytes.
 pub fn write_component_batches(
     path: &Path,
     shape: &DatasetShape,
@@ -176,68 +175,17 @@ pub fn write_component_batches(
     total_rows: usize,
     row_group_rows: usize,
 ) -> Result<u64> {
-    let file = File::create(path).map_err(|e| StorageError::io(path, e))?;
     let mut batches = batches.peekable();
-    let first_batch = match batches.peek() {
+    let sample = match batches.peek() {
         Some(Ok(batch)) => Some(batch.clone()),
         _ => None,
     };
-    let key_name = &shape.dataset_type.primary_key[0];
-    let key_path = ColumnPath::from(key_name.as_str());
-    let sorting: Vec<SortingColumn> = shape
-        .key_column_indices
-        .iter()
-        .map(|&i| SortingColumn {
-            column_idx: i as i32,
-            descending: false,
-            nulls_first: false,
-        })
-        .collect();
-    let mut props = WriterProperties::builder();
-    for column in &shape.undictionaried_columns(first_batch.as_ref()) {
-        props = props.set_column_dictionary_enabled(column.clone(), false);
-    }
-    let props = props
-        .set_compression(Compression::LZ4_RAW)
-        // Row-group statistics only: nothing reads page-level min/max, and with pages of
-        // DATA_PAGE_ROWS rows a column index costs as much memory as the footer many times over.
-        // The offset index (page locations) is still written; fetches use it.
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
-        .set_data_page_row_count_limit(DATA_PAGE_ROWS)
-        .set_write_batch_size(DATA_PAGE_ROWS)
-        .set_column_bloom_filter_enabled(key_path.clone(), true)
-        .set_column_bloom_filter_fpp(key_path.clone(), 0.01)
-        .set_column_bloom_filter_max_ndv(key_path, row_group_rows.min(total_rows).max(1) as u64)
-        .set_sorting_columns(Some(sorting))
-        .build();
-    let mut writer = ArrowWriter::try_new(file, shape.schema.clone(), Some(props))
-        .map_err(|e| parquet_error(path, e))?;
-    let sketched: Vec<String> = shape
-        .dataset_type
-        .record
-        .fields
-        .iter()
-        .filter(|f| is_summarized(&f.data_type))
-        .map(|f| f.name.clone())
-        .collect();
-    let mut sketches = Sketches::default();
+    let mut writer =
+        ComponentWriter::create(path, shape, sample.as_ref(), total_rows, row_group_rows)?;
     for batch in batches {
-        let batch = batch?;
-        sketches.add_batch(&batch, &sketched);
-        writer.write(&batch).map_err(|e| parquet_error(path, e))?;
+        writer.write(&batch?)?;
     }
-    writer.append_key_value_metadata(FooterKeyValue::new(
-        SKETCHES_KEY.to_string(),
-        sketches.encode(),
-    ));
-    let file = writer.into_inner().map_err(|e| parquet_error(path, e))?;
-    file.sync_all().map_err(|e| StorageError::io(path, e))?;
-    let bytes = file
-        .metadata()
-        .map_err(|e| StorageError::io(path, e))?
-        .len();
-    Ok(bytes)
+    writer.finish()
 }
 
 /// Writes the rows `rows` (batch index, row index) of `batches`, in that order, as a component.
@@ -251,19 +199,28 @@ pub fn write_interleaved(
     row_group_rows: usize,
 ) -> Result<u64> {
     let chunk_rows = row_group_rows.max(1);
-    let schema = shape.schema.clone();
-    let output = rows.chunks(chunk_rows).map(|chunk| {
-        let columns = (0..schema.fields().len())
-            .map(|c| {
-                let arrays: Vec<&dyn Array> =
-                    batches.iter().map(|b| b.column(c).as_ref()).collect();
-                arrow::compute::interleave(&arrays, chunk)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| parquet_error(path, e))?;
-        RecordBatch::try_new(schema.clone(), columns).map_err(|e| parquet_error(path, e))
-    });
+    let output = rows
+        .chunks(chunk_rows)
+        .map(|chunk| interleave_rows(path, &shape.schema, batches, chunk));
     write_component_batches(path, shape, output, rows.len(), chunk_rows)
+}
+
+/// The rows `rows` (batch index, row index) of `batches`, in that order, as one batch of
+/// `schema` (errors name `path`, the file being written).
+pub(crate) fn interleave_rows(
+    path: &Path,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    rows: &[(usize, usize)],
+) -> Result<RecordBatch> {
+    let columns = (0..schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            arrow::compute::interleave(&arrays, rows)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| parquet_error(path, e))?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| parquet_error(path, e))
 }
 
 /// Key range and bloom filter of one row group, kept resident for point reads.
@@ -634,6 +591,22 @@ impl DiskComponent {
                 lo.is_none_or(|lo| f.max_key >= *lo) && hi.is_none_or(|hi| f.min_key <= *hi)
             })
             .collect()
+    }
+
+    /// The file, for copying its encoded column chunks.
+    pub(crate) fn chunk_reader(&self) -> &ComponentFile {
+        &self.file
+    }
+
+    /// The bloom filter of row group `row_group`'s first key column, if it has one.
+    pub(crate) fn row_group_bloom(&self, row_group: usize) -> Option<&Sbbf> {
+        self.fences.get(row_group)?.bloom.as_ref()
+    }
+
+    /// The smallest and largest key of row group `row_group`.
+    pub(crate) fn row_group_key_range(&self, row_group: usize) -> Option<(&Key, &Key)> {
+        let fence = self.fences.get(row_group)?;
+        Some((&fence.min_key, &fence.max_key))
     }
 
     /// First row number and row count of each row group.

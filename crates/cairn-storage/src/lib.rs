@@ -23,6 +23,7 @@ pub mod cache;
 pub mod chunk_buffers;
 pub mod component;
 pub mod component_indexes;
+pub mod component_writer;
 pub mod dataset;
 pub mod dataset_indexes;
 pub mod dataset_spatial;

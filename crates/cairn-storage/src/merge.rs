@@ -5,7 +5,8 @@
 //! install time by comparing each input's deletion vector with the snapshot the merge read, and
 //! are marked in the output through the input-row → output-row mapping the merge recorded.
 
-use crate::component::{DiskComponent, key_at, write_interleaved};
+use crate::component::{DiskComponent, interleave_rows, key_at};
+use crate::component_writer::ComponentWriter;
 use crate::dataset::{Dataset, partition_dir};
 use crate::durable_file::sync_dir;
 use crate::error::{Result, StorageError};
@@ -127,81 +128,64 @@ impl Dataset {
         options: &StorageOptions,
         inputs: &[MergeInput],
     ) -> Result<()> {
-        // Read every live row: (key, batch, row in batch, input, row in input).
-        let mut batches: Vec<RecordBatch> = Vec::new();
-        let mut entries = Vec::new();
-        // Each input's live rows, in the key order the input is stored in.
-        let mut runs = Vec::with_capacity(inputs.len());
-        for (source, input) in inputs.iter().enumerate() {
-            let run_start = entries.len();
-            for (rg, (first_row, _)) in input.component.row_group_spans().into_iter().enumerate() {
-                let mut row = first_row;
-                for batch in input.component.scan_row_group(rg, None, None)? {
-                    let key_columns: Vec<_> = self
-                        .shape
-                        .key_column_indices
-                        .iter()
-                        .map(|&i| batch.column(i).clone())
-                        .collect();
-                    let batch_index = batches.len();
-                    for i in 0..batch.num_rows() {
-                        if !input.deleted_snapshot.contains(row) {
-                            entries.push((
-                                key_at(&self.shape, &key_columns, i),
-                                batch_index,
-                                i,
-                                source,
-                                row,
-                            ));
-                        }
-                        row += 1;
-                    }
-                    batches.push(batch);
-                }
-            }
-            runs.push(run_start..entries.len());
-        }
-        let keys: Vec<&Key> = entries.iter().map(|entry| &entry.0).collect();
-        let order = merged_order(&keys, &runs);
-        // Also catches an input that was not in key order, which the merged order relies on.
-        if order.windows(2).any(|w| keys[w[0]] >= keys[w[1]]) {
-            return Err(StorageError::corrupt(
-                &self.dir,
-                "merge found one key live in two components, or a component out of key order \
-                 (invariant broken)",
-            ));
-        }
-        drop(keys);
+        let pieces = plan_pieces(inputs);
         // Input row → output row, to carry over deletions that happen while we write.
         let mut row_maps: Vec<Vec<u64>> = inputs
             .iter()
             .map(|i| vec![u64::MAX; i.component.rows as usize])
             .collect();
-        for (output_row, &at) in order.iter().enumerate() {
-            let entry = &entries[at];
-            row_maps[entry.3][entry.4 as usize] = output_row as u64;
-        }
-
         let id = self.allocate_component_id();
         let path = self.dir.join(Self::component_relative_path(index, id));
-        if !entries.is_empty() {
-            let rows: Vec<(usize, usize)> = order
-                .iter()
-                .map(|&at| (entries[at].1, entries[at].2))
-                .collect();
-            write_interleaved(&path, &self.shape, &batches, &rows, options.row_group_rows)?;
-            sync_dir(&partition_dir(&self.dir, index))?;
+        // Dictionary choices matter only for rows encoded again: sample the first of those.
+        let sample = match pieces.iter().find_map(|piece| match piece {
+            Piece::Merge(groups) => groups.first(),
+            Piece::Copy(_) => None,
+        }) {
+            Some(group) => inputs[group.input]
+                .component
+                .scan_row_group(group.row_group, None, None)?
+                .into_iter()
+                .next(),
+            None => None,
+        };
+        let expected_rows = inputs.iter().map(|i| i.component.rows as usize).sum();
+        let mut writer = ComponentWriter::create(
+            &path,
+            &self.shape,
+            sample.as_ref(),
+            expected_rows,
+            options.row_group_rows,
+        )?;
+        for piece in &pieces {
+            match piece {
+                Piece::Copy(group) => {
+                    let first_output = writer.rows();
+                    writer.copy_row_group(&inputs[group.input].component, group.row_group)?;
+                    let map = &mut row_maps[group.input];
+                    for offset in 0..group.rows {
+                        map[(group.first_row + offset) as usize] = first_output + offset;
+                    }
+                }
+                Piece::Merge(groups) => self.merge_row_groups(
+                    inputs,
+                    groups,
+                    &path,
+                    options,
+                    &mut writer,
+                    &mut row_maps,
+                )?,
+            }
         }
-        drop(batches);
-        let merged = if entries.is_empty() {
+        let output_rows = writer.rows();
+        let bytes = writer.finish()?;
+        let merged = if output_rows == 0 {
+            let _ = std::fs::remove_file(&path);
             None
         } else {
-            Some(Arc::new(DiskComponent::open(
-                id,
-                path,
-                self.shape.clone(),
-                self.caches.clone(),
-            )?))
+            sync_dir(&partition_dir(&self.dir, index))?;
+            let merged = DiskComponent::open(id, path, self.shape.clone(), self.caches.clone())?;
+            debug_assert_eq!(merged.bytes, bytes);
+            Some(Arc::new(merged))
         };
 
         // Install: swap inputs for the output, carrying over deletions made meanwhile.
@@ -254,6 +238,164 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+impl Dataset {
+    /// Merges `groups` (row groups of the inputs whose key ranges overlap, or that hold rows
+    /// deleted before the merge began) row by row into `writer`, leaving deleted rows out, and
+    /// records where each live row went in `row_maps`.
+    fn merge_row_groups(
+        &self,
+        inputs: &[MergeInput],
+        groups: &[SourceGroup],
+        path: &std::path::Path,
+        options: &StorageOptions,
+        writer: &mut ComponentWriter,
+        row_maps: &mut [Vec<u64>],
+    ) -> Result<()> {
+        // Every live row: (key, batch, row in batch, input, row in input).
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        let mut entries = Vec::new();
+        // Each row group's live rows, in the key order it is stored in.
+        let mut runs = Vec::with_capacity(groups.len());
+        for group in groups {
+            let input = &inputs[group.input];
+            let run_start = entries.len();
+            let mut row = group.first_row;
+            for batch in input
+                .component
+                .scan_row_group(group.row_group, None, None)?
+            {
+                let key_columns: Vec<_> = self
+                    .shape
+                    .key_column_indices
+                    .iter()
+                    .map(|&i| batch.column(i).clone())
+                    .collect();
+                let batch_index = batches.len();
+                for i in 0..batch.num_rows() {
+                    if !input.deleted_snapshot.contains(row) {
+                        entries.push((
+                            key_at(&self.shape, &key_columns, i),
+                            batch_index,
+                            i,
+                            group.input,
+                            row,
+                        ));
+                    }
+                    row += 1;
+                }
+                batches.push(batch);
+            }
+            runs.push(run_start..entries.len());
+        }
+        let keys: Vec<&Key> = entries.iter().map(|entry| &entry.0).collect();
+        let order = merged_order(&keys, &runs);
+        // Also catches an input that was not in key order, which the merged order relies on.
+        if order.windows(2).any(|w| keys[w[0]] >= keys[w[1]]) {
+            return Err(StorageError::corrupt(
+                &self.dir,
+                "merge found one key live in two components, or a component out of key order \
+                 (invariant broken)",
+            ));
+        }
+        drop(keys);
+        let first_output = writer.rows();
+        for (output_row, &at) in order.iter().enumerate() {
+            let entry = &entries[at];
+            row_maps[entry.3][entry.4 as usize] = first_output + output_row as u64;
+        }
+        for chunk in order.chunks(options.row_group_rows.max(1)) {
+            let rows: Vec<(usize, usize)> = chunk
+                .iter()
+                .map(|&at| (entries[at].1, entries[at].2))
+                .collect();
+            writer.write(&interleave_rows(path, &self.shape.schema, &batches, &rows)?)?;
+        }
+        // A copied row group may follow: it must not join this one.
+        writer.end_row_group()
+    }
+}
+
+/// One row group of a merge input.
+struct SourceGroup<'a> {
+    input: usize,
+    row_group: usize,
+    first_row: u64,
+    rows: u64,
+    min_key: &'a Key,
+    max_key: &'a Key,
+}
+
+/// A stretch of a merge's output, in key order.
+enum Piece<'a> {
+    /// A row group whose key range meets no other input's and that has no deleted row: it is
+    /// copied as encoded.
+    Copy(SourceGroup<'a>),
+    /// Row groups whose key ranges overlap (each meets another, transitively), or a lone row
+    /// group holding deleted rows: merged row by row.
+    Merge(Vec<SourceGroup<'a>>),
+}
+
+/// Cuts the merge of `inputs` into pieces: the inputs' row groups ordered by smallest key,
+/// grouped where their key ranges overlap.
+///
+/// Components of a feed of rising keys (time-ordered ids) hold disjoint key ranges, and so
+/// merging them copies every row group; keys spread over the whole range make every row group
+/// overlap and the merge one piece, as a merge of whole components always was.
+fn plan_pieces(inputs: &[MergeInput]) -> Vec<Piece<'_>> {
+    let mut groups: Vec<SourceGroup> = Vec::new();
+    for (input_index, input) in inputs.iter().enumerate() {
+        let spans = input.component.row_group_spans();
+        for (row_group, (first_row, rows)) in spans.into_iter().enumerate() {
+            if let Some((min_key, max_key)) = input.component.row_group_key_range(row_group) {
+                groups.push(SourceGroup {
+                    input: input_index,
+                    row_group,
+                    first_row,
+                    rows,
+                    min_key,
+                    max_key,
+                });
+            }
+        }
+    }
+    groups.sort_by(|a, b| a.min_key.cmp(b.min_key));
+    let mut pieces = Vec::new();
+    let mut overlapping: Vec<SourceGroup> = Vec::new();
+    let mut overlapping_max: Option<&Key> = None;
+    for group in groups {
+        if overlapping_max.is_some_and(|max| group.min_key > max) {
+            pieces.push(piece_of(std::mem::take(&mut overlapping), inputs));
+            overlapping_max = None;
+        }
+        overlapping_max = Some(overlapping_max.map_or(group.max_key, |max| max.max(group.max_key)));
+        overlapping.push(group);
+    }
+    if !overlapping.is_empty() {
+        pieces.push(piece_of(overlapping, inputs));
+    }
+    pieces
+}
+
+/// The piece of row groups whose key ranges overlap (transitively).
+fn piece_of<'a>(mut groups: Vec<SourceGroup<'a>>, inputs: &[MergeInput]) -> Piece<'a> {
+    if groups.len() == 1
+        && !holds_deleted_rows(&inputs[groups[0].input].deleted_snapshot, &groups[0])
+        && let Some(group) = groups.pop()
+    {
+        return Piece::Copy(group);
+    }
+    Piece::Merge(groups)
+}
+
+/// Whether any of `group`'s rows is in `deleted`.
+fn holds_deleted_rows(deleted: &RoaringTreemap, group: &SourceGroup) -> bool {
+    let before = match group.first_row {
+        0 => 0,
+        first => deleted.rank(first - 1),
+    };
+    deleted.rank(group.first_row + group.rows - 1) > before
 }
 
 /// The positions of `keys` in key order, where each of `runs` (ranges of `keys`) is in key

@@ -376,6 +376,36 @@ fn converter(
     )
 }
 
+/// The positions of `rows` that `keep` accepts, in the order of their row-format bytes, ties
+/// in position order.
+///
+/// Each position is sorted next to its row's first 16 bytes, so the sort reads contiguous
+/// memory; only rows whose prefixes tie are compared in full. Comparing the rows themselves
+/// reads each from its own place in the row buffer, and on a merged component of a few hundred
+/// thousand rows that random access made the sort most of the merge's time.
+fn sorted_positions(rows: &Rows, keep: impl Fn(usize) -> bool) -> Vec<u32> {
+    let mut keyed: Vec<(u128, u32)> = (0..rows.num_rows())
+        .filter(|&row| keep(row))
+        .map(|row| (byte_prefix(rows.row(row).as_ref()), row as u32))
+        .collect();
+    keyed.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| rows.row(a.1 as usize).cmp(&rows.row(b.1 as usize)))
+            .then(a.1.cmp(&b.1))
+    });
+    keyed.into_iter().map(|(_, row)| row).collect()
+}
+
+/// The first 16 bytes of `bytes` as a big-endian number, zero-padded: whenever two prefixes
+/// differ, they order as the whole byte strings do (a string shorter than 16 bytes sorts
+/// before any longer one it starts, and its padding is the least byte).
+fn byte_prefix(bytes: &[u8]) -> u128 {
+    let mut padded = [0u8; 16];
+    let len = bytes.len().min(16);
+    padded[..len].copy_from_slice(&bytes[..len]);
+    u128::from_be_bytes(padded)
+}
+
 impl ComponentIndex {
     /// Builds the index over a component's indexed columns and included columns (one array
     /// per field, all the component's rows in order). Rows whose leading field is null are
@@ -393,14 +423,7 @@ impl ComponentIndex {
             });
         };
         let all = converter.convert_columns(columns)?;
-        let mut order: Vec<u32> = (0..leading.len() as u32)
-            .filter(|&row| leading.is_valid(row as usize))
-            .collect();
-        order.sort_unstable_by(|&a, &b| {
-            all.row(a as usize)
-                .cmp(&all.row(b as usize))
-                .then(a.cmp(&b))
-        });
+        let order = sorted_positions(&all, |row| leading.is_valid(row));
         let mut values = converter.empty_rows(order.len(), all.size());
         for &row in &order {
             values.push(all.row(row as usize));
@@ -729,6 +752,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn prefix_sort_orders_rows_as_comparing_them_whole_does() {
+        use arrow::array::StringArray;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        // Short strings, strings sharing 16-byte and longer prefixes, zero bytes, duplicates
+        // and nulls: every way prefixes can tie or mislead.
+        let stems = [
+            "",
+            "a",
+            "ab\0",
+            "0123456789abcdef",
+            "0123456789abcdefgh",
+            "zz",
+        ];
+        let values: Vec<Option<String>> = (0..2000)
+            .map(|_| {
+                if rng.random_range(0..10) == 0 {
+                    return None;
+                }
+                let stem = stems[rng.random_range(0..stems.len())];
+                let tail: String = (0..rng.random_range(0..3))
+                    .map(|_| ['\0', 'a', 'b'][rng.random_range(0..3)])
+                    .collect();
+                Some(format!("{stem}{tail}"))
+            })
+            .collect();
+        let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
+        let converter = converter(&[DataType::String]).unwrap();
+        let rows = converter.convert_columns(&[column.clone()]).unwrap();
+        let sorted = sorted_positions(&rows, |row| column.is_valid(row));
+        let mut expected: Vec<u32> = (0..values.len() as u32)
+            .filter(|&row| values[row as usize].is_some())
+            .collect();
+        expected.sort_by(|&a, &b| values[a as usize].cmp(&values[b as usize]).then(a.cmp(&b)));
+        assert_eq!(sorted, expected);
     }
 
     fn bound(value: Option<Value>) -> IndexRange {

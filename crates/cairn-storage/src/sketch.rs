@@ -165,6 +165,13 @@ impl Sketches {
         }
     }
 
+    /// Adds every value `other` counted: each field's sketch becomes the union of both.
+    pub fn merge(&mut self, other: &Sketches) {
+        for (field, sketch) in &other.0 {
+            self.0.entry(field.clone()).or_default().merge(sketch);
+        }
+    }
+
     /// The footer text: a line per field, its 1024 register characters then a space and the
     /// field's name (registers first: they have a fixed length, so any name reads back).
     pub fn encode(&self) -> String {

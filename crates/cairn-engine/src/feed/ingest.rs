@@ -22,8 +22,11 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch};
 
-/// Parsed chunks a connection's reader may run ahead of its committer.
-pub const CHUNKS_IN_FLIGHT: usize = 2;
+/// Parsed chunks a connection's reader may run ahead of its committer: 1 MiB of input, more
+/// than a default batch of records, so the reader decodes the next batch while the committer
+/// writes this one. With two chunks, it stopped after a few hundred records, and decoding and
+/// committing took turns on one sender's connection instead of overlapping.
+pub const CHUNKS_IN_FLIGHT: usize = 16;
 /// Bytes read from the connection at a time; one read becomes at most one chunk.
 const READ_BYTES: usize = 64 * 1024;
 
