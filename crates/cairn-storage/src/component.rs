@@ -1,10 +1,11 @@
 //! Disk components: immutable Parquet files of one partition's records sorted by primary key.
 //!
 //! Layout of a component file (`p<partition>/c<id>.parquet`): the dataset's Arrow schema
-//! (cairn-model's mapping), rows sorted by key, row groups of `row_group_rows` rows, LZ4 pages,
-//! dictionary encoding, page-level statistics (column and offset indexes), a bloom filter on the
-//! first key column, and the sort order recorded in the footer. The file never changes after it
-//! is written; which of its rows are still live is said by its deletion vector.
+//! (cairn-model's mapping), rows sorted by key, row groups of at most `row_group_rows` rows, LZ4
+//! pages, dictionary encoding where values repeat, row-group statistics, the offset index (page
+//! locations), a bloom filter on the first key column, and the sort order recorded in the footer
+//! (component_writer.rs writes it). The file never changes after it is written; which of its
+//! rows are still live is said by its deletion vector.
 
 use crate::cache::ByteLru;
 use crate::chunk_buffers::BufferedChunks;
