@@ -783,7 +783,9 @@ mod tests {
             .collect();
         let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
         let converter = converter(&[DataType::String]).unwrap();
-        let rows = converter.convert_columns(&[column.clone()]).unwrap();
+        let rows = converter
+            .convert_columns(std::slice::from_ref(&column))
+            .unwrap();
         let sorted = sorted_positions(&rows, |row| column.is_valid(row));
         let mut expected: Vec<u32> = (0..values.len() as u32)
             .filter(|&row| values[row as usize].is_some())
