@@ -72,8 +72,8 @@ pub struct StorageOptions {
     /// Run flushes and merges on background threads (off in some tests, to step them by hand).
     pub background_work: bool,
     /// Nice value (0 to 19) of the threads doing background work: flushes, merges and feed
-    /// ingestion. Above 0 they yield the cores to queries when both want them; 0 runs them at
-    /// the process's own priority.
+    /// ingestion. Above 0 they also run in Linux's idle scheduling class, so they yield the
+    /// cores to queries the moment queries want them; 0 runs them at the process's own priority.
     pub background_nice: i32,
 }
 

@@ -1,13 +1,14 @@
 //! Lowering the CPU priority of the calling thread, so that background work (flushes, merges,
 //! feed ingestion) yields the cores to queries when both want them (RocksDB lowers its
-//! compaction threads for the same reason). Linux applies a nice value per thread; elsewhere
-//! this does nothing.
+//! compaction threads for the same reason). Linux applies a nice value and the idle scheduling
+//! class per thread; elsewhere this does nothing.
 
 /// Highest nice value Linux accepts: the lowest priority.
 pub const NICE_MAX: i32 = 19;
 
-/// Raises the calling thread's nice value to `nice` (0 to [`NICE_MAX`]); a thread already at
-/// that nice value or above is left as it is, so this never raises a priority. Raising a nice
+/// Raises the calling thread's nice value to `nice` (0 to [`NICE_MAX`]) and moves it to the
+/// idle scheduling class; a thread already at that nice value or above is left as it is, so
+/// this never raises a priority. Raising a nice
 /// value needs no privilege; a failure is logged, never fatal, because the thread still does
 /// its work at the priority it has.
 pub fn lower_current_thread(nice: i32) {
@@ -28,6 +29,18 @@ pub fn lower_current_thread(nice: i32) {
         if outcome != 0 {
             tracing::warn!(
                 "cannot lower this thread's priority to nice {nice}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        // A nice value sets a thread's share of the cores, not how soon a query that wakes
+        // gets one: Linux's scheduler let a nice-10 feed thread finish a slice of 2-5 ms
+        // while a query woken on that core waited. SCHED_IDLE threads are preempted as soon
+        // as any other thread wants their core, and run at full speed when none does.
+        let idle = libc::sched_param { sched_priority: 0 };
+        // SAFETY: the pointer is to a live sched_param; pid 0 is the calling thread.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle) } != 0 {
+            tracing::warn!(
+                "cannot move this thread to the idle scheduling class: {}",
                 std::io::Error::last_os_error()
             );
         }
