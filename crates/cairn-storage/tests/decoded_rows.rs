@@ -156,13 +156,19 @@ fn rows_replacing_versions_on_disk_retire_each_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let storage = open_plain(dir.path());
     let first = numbered_lines(600, 1);
-    let (rows, _) = decode(&storage, &first.iter().map(String::as_str).collect::<Vec<_>>());
+    let (rows, _) = decode(
+        &storage,
+        &first.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     storage.upsert_rows("plain", vec![rows]).unwrap();
     storage.flush("plain").unwrap();
-    // Every key's live version is now on disk: each run finds it there before it locks its
-    // partition, and marks it deleted under the lock.
+    // Every key's live version is now on disk: each run must find it there and mark it
+    // deleted, or the key would have two live versions.
     let second = numbered_lines(600, 2);
-    let (rows, expected) = decode(&storage, &second.iter().map(String::as_str).collect::<Vec<_>>());
+    let (rows, expected) = decode(
+        &storage,
+        &second.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     storage.upsert_rows("plain", vec![rows]).unwrap();
     assert_stored(&storage, &expected);
     storage.flush("plain").unwrap();
