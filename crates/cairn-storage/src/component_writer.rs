@@ -124,6 +124,16 @@ impl ComponentWriter {
         self.rows
     }
 
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Most rows in one encoded row group.
+    pub fn row_group_rows(&self) -> usize {
+        self.row_group_rows
+    }
+
     /// Encodes `batch`'s rows, starting a new row group whenever one is full.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.sketches.add_batch(batch, &self.sketched);

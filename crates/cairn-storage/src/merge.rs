@@ -15,6 +15,7 @@ use crate::partition::{ComponentRef, Slot};
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Key;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -136,16 +137,27 @@ impl Dataset {
             .collect();
         let id = self.allocate_component_id();
         let path = self.dir.join(Self::component_relative_path(index, id));
-        // Dictionary choices matter only for rows encoded again: sample the first of those.
+        // Dictionary choices matter only for rows encoded again: sample the first of those,
+        // reading only the pages that hold them (the merge decodes the whole group later).
         let sample = match pieces.iter().find_map(|piece| match piece {
             Piece::Merge(groups) => groups.first(),
             Piece::Copy(_) => None,
         }) {
-            Some(group) => inputs[group.input]
-                .component
-                .scan_row_group(group.row_group, None, None)?
-                .into_iter()
-                .next(),
+            Some(group) => {
+                let component = &inputs[group.input].component;
+                let first_rows = RowSelection::from(vec![RowSelector::select(
+                    (group.rows as usize).min(DICTIONARY_SAMPLE_ROWS),
+                )]);
+                component
+                    .scan_row_group_with(
+                        &*component.paged_metadata()?,
+                        group.row_group,
+                        None,
+                        Some(first_rows),
+                    )?
+                    .into_iter()
+                    .next()
+            }
             None => None,
         };
         let expected_rows = inputs.iter().map(|i| i.component.rows as usize).sum();
@@ -166,14 +178,9 @@ impl Dataset {
                         map[(group.first_row + offset) as usize] = first_output + offset;
                     }
                 }
-                Piece::Merge(groups) => self.merge_row_groups(
-                    inputs,
-                    groups,
-                    &path,
-                    options,
-                    &mut writer,
-                    &mut row_maps,
-                )?,
+                Piece::Merge(groups) => {
+                    self.merge_row_groups(inputs, groups, &mut writer, &mut row_maps)?
+                }
             }
         }
         let output_rows = writer.rows();
@@ -248,8 +255,6 @@ impl Dataset {
         &self,
         inputs: &[MergeInput],
         groups: &[SourceGroup],
-        path: &std::path::Path,
-        options: &StorageOptions,
         writer: &mut ComponentWriter,
         row_maps: &mut [Vec<u64>],
     ) -> Result<()> {
@@ -305,17 +310,22 @@ impl Dataset {
             let entry = &entries[at];
             row_maps[entry.3][entry.4 as usize] = first_output + output_row as u64;
         }
-        for chunk in order.chunks(options.row_group_rows.max(1)) {
+        for chunk in order.chunks(writer.row_group_rows()) {
             let rows: Vec<(usize, usize)> = chunk
                 .iter()
                 .map(|&at| (entries[at].1, entries[at].2))
                 .collect();
-            writer.write(&interleave_rows(path, &self.shape.schema, &batches, &rows)?)?;
+            let batch = interleave_rows(writer.path(), &self.shape.schema, &batches, &rows)?;
+            writer.write(&batch)?;
         }
         // A copied row group may follow: it must not join this one.
         writer.end_row_group()
     }
 }
+
+/// Rows sampled to choose which columns a merge writes without dictionaries: as many as the
+/// first batch a whole row group's read returns.
+const DICTIONARY_SAMPLE_ROWS: usize = 8192;
 
 /// One row group of a merge input.
 struct SourceGroup<'a> {

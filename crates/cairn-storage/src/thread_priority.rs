@@ -8,9 +8,8 @@ pub const NICE_MAX: i32 = 19;
 
 /// Raises the calling thread's nice value to `nice` (0 to [`NICE_MAX`]) and moves it to the
 /// idle scheduling class; a thread already at that nice value or above is left as it is, so
-/// this never raises a priority. Raising a nice
-/// value needs no privilege; a failure is logged, never fatal, because the thread still does
-/// its work at the priority it has.
+/// this never raises a priority. Raising a nice value needs no privilege; a failure is logged,
+/// never fatal, because the thread still does its work at the priority it has.
 pub fn lower_current_thread(nice: i32) {
     assert!(
         (0..=NICE_MAX).contains(&nice),
