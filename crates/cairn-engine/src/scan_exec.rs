@@ -330,10 +330,11 @@ impl DatasetScanExec {
                 Ok(())
             }),
             Access::Full { request, .. } => {
-                let (pruned, skipped, found_empty) = (
+                let (pruned, skipped, found_empty, read_late) = (
                     counter("row_groups_pruned"),
                     counter("units_skipped"),
                     counter("units_found_empty"),
+                    counter("rows_read_late"),
                 );
                 builder.spawn_blocking(move || {
                     let request = ScanRequest {
@@ -351,6 +352,7 @@ impl DatasetScanExec {
                     }
                     skipped.add(scan.units_skipped as usize);
                     found_empty.add(scan.units_found_empty as usize);
+                    read_late.add(scan.rows_read_late as usize);
                     Ok(())
                 })
             }

@@ -22,6 +22,7 @@ use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use std::fmt;
 use std::sync::Arc;
 
@@ -72,30 +73,65 @@ pub(crate) fn scan_filter(
         .then(|| cache_predicate(dataset, &evaluable).map(Arc::new))
         .flatten();
     Some(ScanFilter {
-        rows: Arc::new(PhysicalFilter(expr)),
+        rows: Arc::new(PhysicalFilter::new(expr, schema)),
         predicate,
     })
 }
 
 /// A physical expression as a storage row filter.
-struct PhysicalFilter(Arc<dyn PhysicalExpr>);
+struct PhysicalFilter {
+    expr: Arc<dyn PhysicalExpr>,
+    /// The columns `expr` reads (positions in its schema, ascending) and `expr` over a
+    /// schema of just those, when they are not all of its schema's columns.
+    narrowed: Option<(Vec<usize>, Box<PhysicalFilter>)>,
+}
+
+impl PhysicalFilter {
+    /// The filter `expr` over batches of `schema`, with its narrowed form when `expr` reads
+    /// only some of the columns (so the scan can decode the others for passing rows alone).
+    fn new(expr: Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> PhysicalFilter {
+        let mut columns: Vec<usize> = collect_columns(&expr)
+            .iter()
+            .map(|column| column.index())
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        let narrowed = (!columns.is_empty() && columns.len() < schema.fields().len())
+            .then(|| {
+                let narrow_schema = schema.project(&columns).ok()?;
+                let narrow_expr = reassign_expr_columns(expr.clone(), &narrow_schema).ok()?;
+                let narrow = PhysicalFilter {
+                    expr: narrow_expr,
+                    narrowed: None,
+                };
+                Some((columns, Box::new(narrow)))
+            })
+            .flatten();
+        PhysicalFilter { expr, narrowed }
+    }
+}
 
 impl fmt::Debug for PhysicalFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        write!(f, "{}", self.expr)
     }
 }
 
 impl RowFilter for PhysicalFilter {
     fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, String> {
-        let value = self.0.evaluate(batch).map_err(|e| e.to_string())?;
+        let value = self.expr.evaluate(batch).map_err(|e| e.to_string())?;
         let array = value
             .into_array(batch.num_rows())
             .map_err(|e| e.to_string())?;
         array
             .as_boolean_opt()
             .cloned()
-            .ok_or_else(|| format!("the filter {} is not a condition", self.0))
+            .ok_or_else(|| format!("the filter {} is not a condition", self.expr))
+    }
+
+    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
+        let (columns, narrow) = self.narrowed.as_ref()?;
+        Some((columns, narrow.as_ref()))
     }
 }
 

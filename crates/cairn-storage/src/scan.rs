@@ -1,7 +1,9 @@
 //! Full scans: per partition, a stream of Arrow record batches over the memory component and
 //! every component, with projection, min/max row-group pruning and deleted rows skipped; a
 //! scan given a filter returns only matching rows, skipping the units of disk components the
-//! predicate cache knows hold none and teaching the cache the units it finds empty.
+//! predicate cache knows hold none and teaching the cache the units it finds empty. A filter
+//! that reads only some of the projected columns is evaluated first, on those alone, and the
+//! other columns are decoded only for the rows that pass (late materialization).
 
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
@@ -20,6 +22,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
+mod row_group_read;
+use row_group_read::SelectedRows;
+
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
 /// it does not filter: the caller still evaluates its predicates on what is returned).
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +38,14 @@ pub struct ColumnRange {
 pub trait RowFilter: Send + Sync + fmt::Debug {
     /// Which rows of `batch` satisfy the condition (a null counts as not satisfied).
     fn evaluate(&self, batch: &RecordBatch) -> std::result::Result<BooleanArray, String>;
+
+    /// The columns the condition reads, as positions in the batches [`RowFilter::evaluate`]
+    /// receives (ascending), with the same condition over batches of just those columns in
+    /// that order. A scan then decodes the other columns only for the rows that pass. `None`
+    /// (the default) when the condition reads every column or cannot be narrowed.
+    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
+        None
+    }
 }
 
 /// A scan's filter, with its predicate-cache form when the scan may use the cache.
@@ -88,6 +101,9 @@ pub struct PartitionScan {
     pub units_skipped: u64,
     /// Units found to hold no match (recorded in the cache).
     pub units_found_empty: u64,
+    /// Rows of disk components whose columns outside the filter were decoded only after they
+    /// passed it (late materialization).
+    pub rows_read_late: u64,
 }
 
 /// Inclusive bounds on the leading key column (`None` = open).
@@ -309,6 +325,7 @@ impl Dataset {
                 row_groups_pruned: pruned,
                 units_skipped: 0,
                 units_found_empty: 0,
+                rows_read_late: 0,
             })
         }
     }
@@ -324,11 +341,16 @@ impl PartitionScan {
 
     /// Which rows of `batch` pass the filter (all, without one), nulls counted as failing.
     fn evaluate(&self, batch: &RecordBatch) -> Result<Option<BooleanArray>> {
-        let Some(filter) = &self.filter else {
-            return Ok(None);
-        };
-        let mask = filter
-            .rows
+        match &self.filter {
+            None => Ok(None),
+            Some(filter) => self.evaluate_with(filter.rows.as_ref(), batch).map(Some),
+        }
+    }
+
+    /// Which rows of `batch` pass `rows` (this scan's filter, or its narrowed form), nulls
+    /// counted as failing.
+    fn evaluate_with(&self, rows: &dyn RowFilter, batch: &RecordBatch) -> Result<BooleanArray> {
+        let mask = rows
             .evaluate(batch)
             .map_err(|message| StorageError::FilterFailed {
                 dataset: self.dataset.clone(),
@@ -344,10 +366,10 @@ impl PartitionScan {
                 ),
             });
         }
-        Ok(Some(match mask.null_count() {
+        Ok(match mask.null_count() {
             0 => mask,
             _ => arrow::compute::prep_null_mask_filter(&mask),
-        }))
+        })
     }
 
     /// A memory-component batch, projected and filtered.
@@ -421,7 +443,7 @@ impl PartitionScan {
             .filter(|&slice| skipped[slice as usize] && in_span(slice))
             .count() as u64;
         self.units_skipped += skipped_count;
-        let mut runs = clip_runs(read_runs(&skipped, rows), &span);
+        let runs = clip_runs(read_runs(&skipped, rows), &span);
         if runs.is_empty() {
             return Ok(Vec::new());
         }
@@ -434,49 +456,27 @@ impl PartitionScan {
         } else {
             metadata
         };
-        let batches = component.scan_row_group_with(
+        let mut matched = vec![false; slices as usize];
+        let read = SelectedRows {
+            component,
             metadata,
             row_group,
-            self.projection.as_deref(),
+            first_row,
+            deleted,
             selection,
-        )?;
-        let mut matched = vec![false; slices as usize];
-        let mut out = Vec::with_capacity(batches.len());
-        for batch in batches {
-            // Each row's offset in the row group, to find its deletion mark and its unit.
-            let offsets = take_offsets(&mut runs, batch.num_rows()).ok_or_else(|| {
-                StorageError::corrupt(
-                    &component.path,
-                    format!("row group {row_group} returned more rows than selected"),
-                )
-            })?;
-            let (batch, offsets) = if deleted.is_empty() {
-                (batch, offsets)
-            } else {
-                let keep: BooleanArray = offsets
-                    .iter()
-                    .map(|offset| Some(!deleted.contains(first_row + offset)))
-                    .collect();
-                let live_offsets = offsets
-                    .iter()
-                    .zip(keep.values().iter())
-                    .filter_map(|(&offset, live)| live.then_some(offset))
-                    .collect();
-                (
-                    arrow::compute::filter_record_batch(&batch, &keep)?,
-                    live_offsets,
-                )
-            };
-            match self.evaluate(&batch)? {
-                Some(mask) => {
-                    for row in mask.values().set_indices() {
-                        matched[(offsets[row] / SKIP_UNIT_ROWS) as usize] = true;
-                    }
-                    out.push(arrow::compute::filter_record_batch(&batch, &mask)?);
-                }
-                None => out.push(batch),
+            runs,
+        };
+        let rows_filter = self.filter.as_ref().map(|filter| filter.rows.clone());
+        let width = self
+            .projection
+            .as_ref()
+            .map_or(component.shape.schema.fields().len(), Vec::len);
+        let out = match rows_filter.as_deref().and_then(|rows| rows.narrowed()) {
+            Some((columns, narrow)) if !columns.is_empty() && columns.len() < width => {
+                self.read_late(read, columns, narrow, width, &mut matched)?
             }
-        }
+            _ => self.read_together(read, &mut matched)?,
+        };
         if let Some(ids) = unit_ids {
             // Only a unit read in full is known to hold no match: the key bounds come from
             // the query's ranges, which need not be part of the cached predicate.

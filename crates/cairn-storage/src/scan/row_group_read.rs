@@ -1,0 +1,259 @@
+//! Reading the selected rows of one row group for a filtered scan: every projected column at
+//! once, or late — the columns the filter reads first, the others only for the rows that pass
+//! (late materialization) — with deleted rows dropped and the units holding a match noted for
+//! the predicate cache.
+
+use super::{PartitionScan, RowFilter, row_selection, take_offsets};
+use crate::component::DiskComponent;
+use crate::error::{Result, StorageError};
+use crate::predicate_cache::SKIP_UNIT_ROWS;
+use arrow::array::{BooleanArray, RecordBatch};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
+use roaring::RoaringTreemap;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+impl PartitionScan {
+    /// Decodes every projected column of the selected rows at once, then filters them,
+    /// marking in `matched` the units holding a passing row.
+    pub(super) fn read_together(
+        &self,
+        read: SelectedRows<'_>,
+        matched: &mut [bool],
+    ) -> Result<Vec<RecordBatch>> {
+        let mut out = Vec::new();
+        for (batch, offsets) in read.read_live(self.projection.as_deref())? {
+            out.push(match self.evaluate(&batch)? {
+                Some(mask) => {
+                    note_matches(&mask, &offsets, matched);
+                    arrow::compute::filter_record_batch(&batch, &mask)?
+                }
+                None => batch,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Late materialization: decodes the columns the filter reads (`filter_columns`,
+    /// ascending positions in the projection of `width` columns) for the selected rows,
+    /// evaluates `narrow` on them, and only then decodes the projection's other columns, for
+    /// the passing rows alone. Few passing rows are read from just the pages holding them;
+    /// many, from the whole selection and filtered. Marks in `matched` the units holding a
+    /// passing row.
+    pub(super) fn read_late(
+        &mut self,
+        read: SelectedRows<'_>,
+        filter_columns: &[usize],
+        narrow: &dyn RowFilter,
+        width: usize,
+        matched: &mut [bool],
+    ) -> Result<Vec<RecordBatch>> {
+        let dataset_column = |position: usize| {
+            self.projection
+                .as_ref()
+                .map_or(position, |projection| projection[position])
+        };
+        let filter_dataset: Vec<usize> =
+            filter_columns.iter().map(|&p| dataset_column(p)).collect();
+        let other_positions: Vec<usize> = (0..width)
+            .filter(|p| filter_columns.binary_search(p).is_err())
+            .collect();
+        let other_dataset: Vec<usize> =
+            other_positions.iter().map(|&p| dataset_column(p)).collect();
+
+        // Per batch read: the filter's columns of its passing rows, and which rows passed.
+        let mut filtered = Vec::new();
+        let (mut passed_offsets, mut rows_read) = (Vec::new(), 0);
+        for (batch, offsets) in read.read_live(Some(&filter_dataset))? {
+            rows_read += batch.num_rows();
+            let mask = self.evaluate_with(narrow, &batch)?;
+            note_matches(&mask, &offsets, matched);
+            passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
+            filtered.push((arrow::compute::filter_record_batch(&batch, &mask)?, mask));
+        }
+        if passed_offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let joined = |passed: &RecordBatch, others: &RecordBatch| {
+            join_columns(width, filter_columns, &other_positions, passed, others)
+        };
+        let mismatch = || {
+            StorageError::corrupt(
+                &read.component.path,
+                format!(
+                    "row group {} returned other rows for the columns outside the filter",
+                    read.row_group
+                ),
+            )
+        };
+        let passed_runs = offset_runs(&passed_offsets);
+        let out = if passed_runs.len() * LATE_SPARSE_ROWS_PER_RUN <= rows_read {
+            let paged = read.component.paged_metadata()?;
+            let just_passed = SelectedRows {
+                component: read.component,
+                metadata: &paged,
+                row_group: read.row_group,
+                first_row: read.first_row,
+                deleted: read.deleted,
+                selection: Some(row_selection(&passed_runs)),
+                runs: passed_runs,
+            };
+            let others = just_passed.read_live(Some(&other_dataset))?;
+            let others = concat_parts(others.into_iter().map(|(batch, _)| batch).collect())?;
+            let passed = concat_parts(filtered.into_iter().map(|(batch, _)| batch).collect())?;
+            match (passed, others) {
+                (Some(passed), Some(others)) if passed.num_rows() == others.num_rows() => {
+                    vec![joined(&passed, &others)?]
+                }
+                _ => return Err(mismatch()),
+            }
+        } else {
+            // The same selection read in the same batch size comes back in the same batches.
+            let others = read.read_live(Some(&other_dataset))?;
+            if others.len() != filtered.len() {
+                return Err(mismatch());
+            }
+            let mut out = Vec::with_capacity(others.len());
+            for ((passed, mask), (others, _)) in filtered.iter().zip(others) {
+                if others.num_rows() != mask.len() {
+                    return Err(mismatch());
+                }
+                if passed.num_rows() > 0 {
+                    let others = arrow::compute::filter_record_batch(&others, mask)?;
+                    out.push(joined(passed, &others)?);
+                }
+            }
+            out
+        };
+        self.rows_read_late += passed_offsets.len() as u64;
+        Ok(out)
+    }
+}
+
+/// The batch of `width` projected columns whose columns at `filter_positions` are `passed`'s
+/// and at `other_positions` are `others`' (both ascending; the same rows in both batches).
+fn join_columns(
+    width: usize,
+    filter_positions: &[usize],
+    other_positions: &[usize],
+    passed: &RecordBatch,
+    others: &RecordBatch,
+) -> Result<RecordBatch> {
+    let (mut fields, mut columns) = (Vec::with_capacity(width), Vec::with_capacity(width));
+    for position in 0..width {
+        let (part, index) = match filter_positions.binary_search(&position) {
+            Ok(index) => (passed, index),
+            Err(_) => (
+                others,
+                other_positions
+                    .binary_search(&position)
+                    .expect("a position outside the filter's columns is among the others"),
+            ),
+        };
+        fields.push(part.schema().field(index).clone());
+        columns.push(part.column(index).clone());
+    }
+    let schema =
+        arrow::datatypes::Schema::new_with_metadata(fields, passed.schema().metadata().clone());
+    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// With at most one run of passing rows per four pages read, a late read decodes the other
+/// columns from just the pages holding passing rows, skipping most pages; with more, nearly
+/// every page holds one, and decoding the whole selection costs less than seeking through it.
+const LATE_SPARSE_ROWS_PER_RUN: usize = 4 * crate::component::DATA_PAGE_ROWS;
+
+/// `parts` (batches of one schema) as one batch; `None` for no parts.
+fn concat_parts(parts: Vec<RecordBatch>) -> Result<Option<RecordBatch>> {
+    match parts.first() {
+        None => Ok(None),
+        Some(first) => Ok(Some(arrow::compute::concat_batches(
+            &first.schema(),
+            &parts,
+        )?)),
+    }
+}
+
+/// The rows of one row group a scan reads: `selection` of it (all rows without one), whose
+/// row-group offsets `runs` lists in order, before deleted rows are dropped.
+pub(super) struct SelectedRows<'a> {
+    pub(super) component: &'a DiskComponent,
+    pub(super) metadata: &'a ArrowReaderMetadata,
+    pub(super) row_group: usize,
+    pub(super) first_row: u64,
+    pub(super) deleted: &'a RoaringTreemap,
+    pub(super) selection: Option<RowSelection>,
+    pub(super) runs: VecDeque<(u64, u64)>,
+}
+
+impl SelectedRows<'_> {
+    /// Decodes `columns` (of the dataset schema; every column for `None`) of the selected
+    /// rows, each batch with the row-group offsets of its rows, deleted rows dropped.
+    fn read_live(&self, columns: Option<&[usize]>) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
+        let batches = self.component.scan_row_group_with(
+            self.metadata,
+            self.row_group,
+            columns,
+            self.selection.clone(),
+        )?;
+        let mut runs = self.runs.clone();
+        batches
+            .into_iter()
+            .map(|batch| {
+                let offsets = take_offsets(&mut runs, batch.num_rows()).ok_or_else(|| {
+                    StorageError::corrupt(
+                        &self.component.path,
+                        format!(
+                            "row group {} returned more rows than selected",
+                            self.row_group
+                        ),
+                    )
+                })?;
+                self.without_deleted(batch, offsets)
+            })
+            .collect()
+    }
+
+    /// `batch`, whose rows sit at `offsets` of the row group, without its deleted rows.
+    fn without_deleted(
+        &self,
+        batch: RecordBatch,
+        offsets: Vec<u64>,
+    ) -> Result<(RecordBatch, Vec<u64>)> {
+        if self.deleted.is_empty() {
+            return Ok((batch, offsets));
+        }
+        let keep: BooleanArray = offsets
+            .iter()
+            .map(|offset| Some(!self.deleted.contains(self.first_row + offset)))
+            .collect();
+        let live_offsets = offsets
+            .iter()
+            .zip(keep.values().iter())
+            .filter_map(|(&offset, live)| live.then_some(offset))
+            .collect();
+        Ok((
+            arrow::compute::filter_record_batch(&batch, &keep)?,
+            live_offsets,
+        ))
+    }
+}
+
+/// Marks the unit of every row `mask` passes (rows at `offsets` of the row group).
+fn note_matches(mask: &BooleanArray, offsets: &[u64], matched: &mut [bool]) {
+    for row in mask.values().set_indices() {
+        matched[(offsets[row] / SKIP_UNIT_ROWS) as usize] = true;
+    }
+}
+
+/// The runs of consecutive offsets in `offsets` (ascending), as (first offset, rows).
+fn offset_runs(offsets: &[u64]) -> VecDeque<(u64, u64)> {
+    let mut runs: VecDeque<(u64, u64)> = VecDeque::new();
+    for &offset in offsets {
+        match runs.back_mut() {
+            Some((start, rows)) if *start + *rows == offset => *rows += 1,
+            _ => runs.push_back((offset, 1)),
+        }
+    }
+    runs
+}
