@@ -67,6 +67,12 @@ async fn fixture(dir: &Path) -> (Database, Model) {
 
 /// The (id, v, note) rows `query` returns, sorted by id, and its scan's `rows_read_late`.
 async fn run(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, u64) {
+    let (rows, plan) = run_plan(db, query).await;
+    (rows, scan_metric(&plan, "rows_read_late"))
+}
+
+/// The (id, v, note) rows `query` returns, sorted by id, and the plan that ran.
+async fn run_plan(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, Arc<dyn ExecutionPlan>) {
     let plan = db
         .context()
         .sql(query)
@@ -91,7 +97,7 @@ async fn run(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, u64) {
         }
     }
     rows.sort();
-    (rows, scan_metric(&plan, "rows_read_late"))
+    (rows, plan)
 }
 
 /// The sum of metric `name` over the dataset scans in `plan`.
