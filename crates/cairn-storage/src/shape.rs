@@ -117,17 +117,25 @@ impl DatasetShape {
                     let Some(list) = column.as_list_opt::<i32>() else {
                         continue;
                     };
-                    let path = format!("{}.list.{}", field.name(), item.name());
+                    // One part per level: `ColumnPath::from("a.list.item")` would name a
+                    // top-level column with dots in its name, and match no leaf.
+                    let path = ColumnPath::new(vec![
+                        field.name().clone(),
+                        "list".to_string(),
+                        item.name().clone(),
+                    ]);
                     // A sliced list's values array still holds every row's values.
                     let offsets = list.value_offsets();
                     let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
                     (list.values().slice(first, last - first), path)
                 }
-                data_type if is_flat(data_type) => (column.clone(), field.name().clone()),
+                data_type if is_flat(data_type) => {
+                    (column.clone(), ColumnPath::from(field.name().as_str()))
+                }
                 _ => continue,
             };
             if mostly_distinct(&values) {
-                columns.push(ColumnPath::from(path.as_str()));
+                columns.push(path);
             }
         }
         columns

@@ -168,6 +168,65 @@ fn mostly_distinct_columns_have_no_dictionary() {
     assert!(has_dictionary("tags.list.item"));
 }
 
+/// A list of mostly-distinct values (BigFUN's friend ids) is written without a dictionary:
+/// its leaf's path has three parts, which the writer's settings must name part by part.
+#[test]
+fn lists_of_mostly_distinct_values_have_no_dictionary() {
+    use cairn_model::json::record_from_json;
+    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let options = cairn_storage::StorageOptions {
+        background_work: false,
+        ..Default::default()
+    };
+    let storage = Storage::open(dir.path(), options).unwrap();
+    let record_type = RecordType::new(
+        vec![
+            Field::new("id", DataType::Int64),
+            Field::new("friends", DataType::Multiset(Box::new(DataType::Int64))),
+            Field::new("groups", DataType::List(Box::new(DataType::Int64))),
+        ],
+        false,
+    )
+    .unwrap();
+    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+    storage
+        .create_dataset("users", dataset_type, Some(1))
+        .unwrap();
+    for id in 0..200i64 {
+        let doc = serde_json::json!({
+            "id": id,
+            "friends": [id * 7, id * 7 + 1, id * 7 + 2],
+            "groups": [id % 2, id % 3],
+        });
+        storage
+            .insert("users", record_from_json(&record_type, &doc).unwrap())
+            .unwrap();
+    }
+    storage.flush("users").unwrap();
+    let component = std::fs::read_dir(dir.path().join("datasets"))
+        .unwrap()
+        .flatten()
+        .map(|d| d.path().join("p0"))
+        .flat_map(|p| std::fs::read_dir(p).unwrap().flatten().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(component).unwrap()).unwrap();
+    let row_group = reader.metadata().row_group(0);
+    let has_dictionary = |path: &str| {
+        row_group
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == path)
+            .unwrap_or_else(|| panic!("no column {path}"))
+            .dictionary_page_offset()
+            .is_some()
+    };
+    assert!(!has_dictionary("friends.list.item"));
+    assert!(has_dictionary("groups.list.item"));
+}
+
 /// How far `estimate` is from `truth`, as a share of it.
 fn relative_error(estimate: Option<u64>, truth: u64) -> f64 {
     let estimate = estimate.expect("an estimate") as f64;
