@@ -124,12 +124,35 @@ fn an_empty_dataset_has_no_bounds() {
     assert_eq!((&id.min, &id.max, id.null_count), (&None, &None, 0));
 }
 
+/// Whether each column (by dotted path) of the first row group of the first component file
+/// under `dir` (one dataset, partition 0) has a dictionary page.
+fn dictionary_columns(dir: &std::path::Path) -> impl Fn(&str) -> bool {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let component = std::fs::read_dir(dir.join("datasets"))
+        .unwrap()
+        .flatten()
+        .map(|d| d.path().join("p0"))
+        .flat_map(|p| std::fs::read_dir(p).unwrap().flatten().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let reader = SerializedFileReader::new(std::fs::File::open(component).unwrap()).unwrap();
+    let row_group = reader.metadata().row_group(0).clone();
+    move |path: &str| {
+        row_group
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == path)
+            .unwrap_or_else(|| panic!("no column {path}"))
+            .dictionary_page_offset()
+            .is_some()
+    }
+}
+
 /// Mostly-distinct flat columns, and lists of mostly-distinct values, are written without a
 /// dictionary (a fetch of a few rows would otherwise decode the whole dictionary); repetitive
 /// ones keep theirs.
 #[test]
 fn mostly_distinct_columns_have_no_dictionary() {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
     let dir = tempfile::tempdir().unwrap();
     // Row groups large enough to sample (the tests' usual 4-row groups are not).
     let options = cairn_storage::StorageOptions {
@@ -144,24 +167,7 @@ fn mostly_distinct_columns_have_no_dictionary() {
         storage.insert("items", item(id, id)).unwrap();
     }
     storage.flush("items").unwrap();
-    let component = std::fs::read_dir(dir.path().join("datasets"))
-        .unwrap()
-        .flatten()
-        .map(|d| d.path().join("p0"))
-        .flat_map(|p| std::fs::read_dir(p).unwrap().flatten().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .unwrap();
-    let reader = SerializedFileReader::new(std::fs::File::open(component).unwrap()).unwrap();
-    let row_group = reader.metadata().row_group(0);
-    let has_dictionary = |path: &str| {
-        row_group
-            .columns()
-            .iter()
-            .find(|c| c.column_path().string() == path)
-            .unwrap_or_else(|| panic!("no column {path}"))
-            .dictionary_page_offset()
-            .is_some()
-    };
+    let has_dictionary = dictionary_columns(dir.path());
     // `v` and `at` take a distinct value per row; `tags` repeats three words.
     assert!(!has_dictionary("v"));
     assert!(!has_dictionary("at"));
@@ -174,7 +180,6 @@ fn mostly_distinct_columns_have_no_dictionary() {
 fn lists_of_mostly_distinct_values_have_no_dictionary() {
     use cairn_model::json::record_from_json;
     use cairn_model::{DataType, DatasetType, Field, RecordType};
-    use parquet::file::reader::{FileReader, SerializedFileReader};
     let dir = tempfile::tempdir().unwrap();
     let options = cairn_storage::StorageOptions {
         background_work: false,
@@ -205,24 +210,7 @@ fn lists_of_mostly_distinct_values_have_no_dictionary() {
             .unwrap();
     }
     storage.flush("users").unwrap();
-    let component = std::fs::read_dir(dir.path().join("datasets"))
-        .unwrap()
-        .flatten()
-        .map(|d| d.path().join("p0"))
-        .flat_map(|p| std::fs::read_dir(p).unwrap().flatten().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .unwrap();
-    let reader = SerializedFileReader::new(std::fs::File::open(component).unwrap()).unwrap();
-    let row_group = reader.metadata().row_group(0);
-    let has_dictionary = |path: &str| {
-        row_group
-            .columns()
-            .iter()
-            .find(|c| c.column_path().string() == path)
-            .unwrap_or_else(|| panic!("no column {path}"))
-            .dictionary_page_offset()
-            .is_some()
-    };
+    let has_dictionary = dictionary_columns(dir.path());
     assert!(!has_dictionary("friends.list.item"));
     assert!(has_dictionary("groups.list.item"));
 }
