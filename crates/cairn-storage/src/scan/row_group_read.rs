@@ -55,27 +55,27 @@ impl PartitionScan {
         };
         let filter_dataset: Vec<usize> =
             filter_columns.iter().map(|&p| dataset_column(p)).collect();
-        let other_positions: Vec<usize> = (0..width)
+        let other_dataset: Vec<usize> = (0..width)
             .filter(|p| filter_columns.binary_search(p).is_err())
+            .map(dataset_column)
             .collect();
-        let other_dataset: Vec<usize> =
-            other_positions.iter().map(|&p| dataset_column(p)).collect();
 
-        // Per batch read: the filter's columns of its passing rows, and which rows passed.
-        let mut filtered = Vec::new();
+        // Per batch read, the filter's columns of its passing rows; and every passing row's
+        // offset, in order.
+        let mut passed_parts = Vec::new();
         let (mut passed_offsets, mut rows_read) = (Vec::new(), 0);
         for (batch, offsets) in read.read_live(Some(&filter_dataset))? {
             rows_read += batch.num_rows();
             let mask = self.evaluate_with(narrow, &batch)?;
             note_matches(&mask, &offsets, matched);
             passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
-            filtered.push((arrow::compute::filter_record_batch(&batch, &mask)?, mask));
+            passed_parts.push(arrow::compute::filter_record_batch(&batch, &mask)?);
         }
         if passed_offsets.is_empty() {
             return Ok(Vec::new());
         }
         let joined = |passed: &RecordBatch, others: &RecordBatch| {
-            join_columns(width, filter_columns, &other_positions, passed, others)
+            join_columns(width, filter_columns, passed, others)
         };
         let mismatch = || {
             StorageError::corrupt(
@@ -86,21 +86,20 @@ impl PartitionScan {
                 ),
             )
         };
+        // The second read selects rows already known live: it matches them by offset, without
+        // looking up deletion marks again.
         let passed_runs = offset_runs(&passed_offsets);
         let out = if passed_runs.len() * LATE_SPARSE_ROWS_PER_RUN <= rows_read {
             let paged = read.component.paged_metadata()?;
             let just_passed = SelectedRows {
-                component: read.component,
                 metadata: &paged,
-                row_group: read.row_group,
-                first_row: read.first_row,
-                deleted: read.deleted,
                 selection: Some(row_selection(&passed_runs)),
                 runs: passed_runs,
+                ..read
             };
-            let others = just_passed.read_live(Some(&other_dataset))?;
+            let others = just_passed.read_offsets(Some(&other_dataset))?;
             let others = concat_parts(others.into_iter().map(|(batch, _)| batch).collect())?;
-            let passed = concat_parts(filtered.into_iter().map(|(batch, _)| batch).collect())?;
+            let passed = concat_parts(passed_parts)?;
             match (passed, others) {
                 (Some(passed), Some(others)) if passed.num_rows() == others.num_rows() => {
                     vec![joined(&passed, &others)?]
@@ -108,18 +107,24 @@ impl PartitionScan {
                 _ => return Err(mismatch()),
             }
         } else {
-            // The same selection read in the same batch size comes back in the same batches.
-            let others = read.read_live(Some(&other_dataset))?;
-            if others.len() != filtered.len() {
+            // The same selection read in the same batch size comes back in the same batches,
+            // so each batch's passing rows join the filter's columns read with them.
+            let others = read.read_offsets(Some(&other_dataset))?;
+            if others.len() != passed_parts.len() {
                 return Err(mismatch());
             }
+            let mut next_passed = passed_offsets.iter().peekable();
             let mut out = Vec::with_capacity(others.len());
-            for ((passed, mask), (others, _)) in filtered.iter().zip(others) {
-                if others.num_rows() != mask.len() {
+            for (passed, (others, offsets)) in passed_parts.iter().zip(others) {
+                let keep: BooleanArray = offsets
+                    .iter()
+                    .map(|offset| Some(next_passed.next_if_eq(&offset).is_some()))
+                    .collect();
+                let others = arrow::compute::filter_record_batch(&others, &keep)?;
+                if others.num_rows() != passed.num_rows() {
                     return Err(mismatch());
                 }
                 if passed.num_rows() > 0 {
-                    let others = arrow::compute::filter_record_batch(&others, mask)?;
                     out.push(joined(passed, &others)?);
                 }
             }
@@ -130,25 +135,24 @@ impl PartitionScan {
     }
 }
 
-/// The batch of `width` projected columns whose columns at `filter_positions` are `passed`'s
-/// and at `other_positions` are `others`' (both ascending; the same rows in both batches).
+/// The batch of `width` projected columns whose columns at `filter_positions` (ascending) are
+/// `passed`'s, in order, and whose other columns are `others`', in order (the same rows in
+/// both batches).
 fn join_columns(
     width: usize,
     filter_positions: &[usize],
-    other_positions: &[usize],
     passed: &RecordBatch,
     others: &RecordBatch,
 ) -> Result<RecordBatch> {
     let (mut fields, mut columns) = (Vec::with_capacity(width), Vec::with_capacity(width));
+    let (mut next_passed, mut next_other) = (0, 0);
     for position in 0..width {
-        let (part, index) = match filter_positions.binary_search(&position) {
-            Ok(index) => (passed, index),
-            Err(_) => (
-                others,
-                other_positions
-                    .binary_search(&position)
-                    .expect("a position outside the filter's columns is among the others"),
-            ),
+        let (part, index) = if filter_positions.get(next_passed) == Some(&position) {
+            next_passed += 1;
+            (passed, next_passed - 1)
+        } else {
+            next_other += 1;
+            (others, next_other - 1)
         };
         fields.push(part.schema().field(index).clone());
         columns.push(part.column(index).clone());
@@ -190,6 +194,15 @@ impl SelectedRows<'_> {
     /// Decodes `columns` (of the dataset schema; every column for `None`) of the selected
     /// rows, each batch with the row-group offsets of its rows, deleted rows dropped.
     fn read_live(&self, columns: Option<&[usize]>) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
+        self.read_offsets(columns)?
+            .into_iter()
+            .map(|(batch, offsets)| self.without_deleted(batch, offsets))
+            .collect()
+    }
+
+    /// Decodes `columns` of the selected rows, deleted ones included, each batch with the
+    /// row-group offsets of its rows.
+    fn read_offsets(&self, columns: Option<&[usize]>) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
         let batches = self.component.scan_row_group_with(
             self.metadata,
             self.row_group,
@@ -209,7 +222,7 @@ impl SelectedRows<'_> {
                         ),
                     )
                 })?;
-                self.without_deleted(batch, offsets)
+                Ok((batch, offsets))
             })
             .collect()
     }
