@@ -9,10 +9,10 @@
 
 use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
-use cairn_storage::scan::compare_values;
+use cairn_storage::scan::{compare_values, late_decoded_share};
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::text_index::{TermPlan, TextQuery};
-use cairn_storage::{ColumnRange, IndexKind, IndexRange, ScanRequest};
+use cairn_storage::{ColumnRange, ColumnSummary, IndexKind, IndexRange, ScanRequest};
 use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
 use std::cmp::Ordering;
@@ -216,6 +216,10 @@ pub enum Access {
     Full {
         request: ScanRequest,
         rejected: Option<String>,
+        /// The share of each row's projected columns the scan is expected to decode: below 1
+        /// when its filter reads few of them and is expected to pass few rows, so that the
+        /// others are decoded late, for passing rows alone (see [`full_scan_row_share`]).
+        row_share: f64,
     },
     /// The one record with this primary key, if any.
     Key(cairn_model::Key),
@@ -241,7 +245,8 @@ impl Access {
     /// The estimated cost of reading the scan's rows, in scanned-row units.
     pub fn cost(&self, live_rows: u64) -> f64 {
         match self {
-            Access::Full { .. } | Access::Ordered { .. } => live_rows as f64 * SCAN_ROW_COST,
+            Access::Full { row_share, .. } => live_rows as f64 * SCAN_ROW_COST * row_share,
+            Access::Ordered { .. } => live_rows as f64 * SCAN_ROW_COST,
             Access::Key(_) => FETCH_ROW_COST,
             Access::Index(index) => cost(index),
             Access::Spatial(spatial) => spatial.estimated_rows as f64 * FETCH_ROW_COST,
@@ -342,10 +347,13 @@ fn cost(index: &IndexAccess) -> f64 {
 /// Chooses between a full scan and every index that serves one of `filters`: btrees whose
 /// leading field they bound, rtrees on the fields of spatial filters, keyword and ngram
 /// indexes on the fields of text filters — the cheapest by estimated cost.
+/// `filter_columns` are the columns (of the dataset schema) that a full scan's filter reads,
+/// when they are fewer than the projected ones, so the scan would decode the others late.
 pub fn choose(
     dataset: &Dataset,
     filters: IndexFilters,
     projection: Option<&[usize]>,
+    filter_columns: Option<&[usize]>,
     forced: AccessOverride,
 ) -> cairn_storage::Result<Access> {
     let live_rows = dataset.live_rows();
@@ -397,6 +405,13 @@ pub fn choose(
             }
         }
     }
+    let row_share = match filter_columns {
+        Some(filter_columns) => {
+            let selectivity = range_selectivity(dataset, &filters.ranges, &candidates, live_rows)?;
+            full_scan_row_share(dataset, projection, filter_columns, selectivity)?
+        }
+        None => 1.0,
+    };
     // Row groups are pruned by top-level fields only (their statistics are per column).
     let pruning: Vec<ColumnRange> = filters
         .ranges
@@ -410,6 +425,7 @@ pub fn choose(
             filter: None,
         },
         rejected,
+        row_share,
     };
     // Of equally cheap indexes, the first created wins.
     let Some(index) = candidates
@@ -421,7 +437,7 @@ pub fn choose(
     let name = index.index_name().unwrap_or_default().to_string();
     let estimated_rows = index.estimated_rows().unwrap_or_default();
     let index_cost = index.cost(live_rows);
-    let scan_cost = live_rows as f64 * SCAN_ROW_COST;
+    let scan_cost = live_rows as f64 * SCAN_ROW_COST * row_share;
     Ok(match forced {
         AccessOverride::Index => index,
         AccessOverride::FullScan | AccessOverride::OrderedIndex => full(Some(format!(
@@ -432,6 +448,137 @@ pub fn choose(
             "index {name} would read about {estimated_rows} of {live_rows} rows; scanning is cheaper"
         ))),
     })
+}
+
+/// The estimated share of the rows passing every range of `ranges`, taking the ranges as
+/// independent: for a field a btree of `candidates` leads, its entries in the range; for
+/// another top-level number or time, the range's share of the span between the field's
+/// smallest and largest values (uniformly spread); for a point, one over the distinct values.
+/// A range it cannot estimate counts as passing every row.
+fn range_selectivity(
+    dataset: &Dataset,
+    ranges: &[ColumnRange],
+    candidates: &[Access],
+    live_rows: u64,
+) -> cairn_storage::Result<f64> {
+    if live_rows == 0 || ranges.is_empty() {
+        return Ok(1.0);
+    }
+    let mut fields: Vec<&str> = ranges.iter().map(|r| r.column.as_str()).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    let mut summary = None;
+    let mut selectivity = 1.0;
+    for field in fields {
+        let Some(range) = combined_range(ranges, field) else {
+            continue;
+        };
+        let indexed = candidates.iter().find_map(|candidate| match candidate {
+            Access::Index(index) if index.field == field => Some(index.estimated_rows),
+            _ => None,
+        });
+        let share = match indexed {
+            Some(entries) => entries as f64 / live_rows as f64,
+            None => {
+                let Some(position) = dataset
+                    .shape
+                    .dataset_type
+                    .record
+                    .fields
+                    .iter()
+                    .position(|f| f.name == field)
+                else {
+                    continue; // a nested field: no summary
+                };
+                if summary.is_none() {
+                    summary = Some(dataset.summary()?);
+                }
+                let column = summary
+                    .as_ref()
+                    .and_then(|s| s.columns.0.get(position).cloned().flatten());
+                match column {
+                    Some(column) => {
+                        uniform_share(&column, &range, || dataset.distinct_estimate(field))
+                    }
+                    None => 1.0,
+                }
+            }
+        };
+        selectivity *= share.clamp(0.0, 1.0);
+    }
+    Ok(selectivity.max(1.0 / live_rows as f64))
+}
+
+/// The share of a column's rows in `range`, its values taken as spread uniformly between the
+/// summary's bounds (one over `distinct` for a point); 1 when that cannot be told.
+fn uniform_share(
+    column: &ColumnSummary,
+    range: &IndexRange,
+    distinct: impl FnOnce() -> Option<u64>,
+) -> f64 {
+    let (Some(min), Some(max)) = (
+        column.min.as_ref().and_then(numeric),
+        column.max.as_ref().and_then(numeric),
+    ) else {
+        return 1.0;
+    };
+    let lower = range.lower.as_ref().map_or(Some(min), numeric);
+    let upper = range.upper.as_ref().map_or(Some(max), numeric);
+    let (Some(lower), Some(upper)) = (lower, upper) else {
+        return 1.0;
+    };
+    if lower == upper {
+        return distinct().map_or(1.0, |distinct| 1.0 / distinct.max(1) as f64);
+    }
+    if max <= min {
+        return if lower <= min && min <= upper {
+            1.0
+        } else {
+            0.0
+        };
+    }
+    ((upper.min(max) - lower.max(min)) / (max - min)).clamp(0.0, 1.0)
+}
+
+/// A number or time as a point on a line, for interpolation.
+fn numeric(value: &Value) -> Option<f64> {
+    Some(match value {
+        Value::Int(v) => *v as f64,
+        Value::Double(v) => *v,
+        Value::Date(v) | Value::Time(v) => *v as f64,
+        Value::DateTime(v) | Value::Duration(v) => *v as f64,
+        _ => return None,
+    })
+}
+
+/// What decoding one value costs beyond its bytes (levels, offsets, a slot in an array), in
+/// bytes; keeps narrow columns from looking free.
+const VALUE_OVERHEAD_BYTES: f64 = 4.0;
+
+/// The share of each row's projected columns a full scan decodes when its filter reads
+/// `filter_columns` and passes `selectivity` of the rows: the filter's columns for every row,
+/// the others for the pages holding passing rows ([`late_decoded_share`]), weighted by the
+/// columns' average widths. 1 when the widths are unknown (no disk component).
+fn full_scan_row_share(
+    dataset: &Dataset,
+    projection: Option<&[usize]>,
+    filter_columns: &[usize],
+    selectivity: f64,
+) -> cairn_storage::Result<f64> {
+    let Some(widths) = dataset.field_widths()? else {
+        return Ok(1.0);
+    };
+    let width = |column: &usize| widths.get(*column).copied().unwrap_or(0.0) + VALUE_OVERHEAD_BYTES;
+    let projected: f64 = match projection {
+        Some(columns) => columns.iter().map(width).sum(),
+        None => (0..widths.len()).map(|c| width(&c)).sum(),
+    };
+    let filtered: f64 = filter_columns.iter().map(width).sum();
+    if projected <= 0.0 {
+        return Ok(1.0);
+    }
+    let filter_share = (filtered / projected).clamp(0.0, 1.0);
+    Ok(filter_share + (1.0 - filter_share) * late_decoded_share(selectivity))
 }
 
 /// Whether a top-k over `limit` rows should walk an index in order rather than read through
@@ -459,5 +606,50 @@ pub fn top_k_walks(
             let walked = limit as f64 * live_rows as f64 / estimated;
             walked < estimated
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(min: i64, max: i64) -> ColumnSummary {
+        ColumnSummary {
+            min: Some(Value::Int(min)),
+            max: Some(Value::Int(max)),
+            null_count: 0,
+        }
+    }
+
+    fn range(lower: Option<Value>, upper: Option<Value>) -> IndexRange {
+        IndexRange { lower, upper }
+    }
+
+    #[test]
+    fn uniform_share_interpolates_within_the_bounds() {
+        let column = summary(0, 1000);
+        let share = |lower, upper| uniform_share(&column, &range(lower, upper), || None);
+        assert_eq!(share(Some(Value::Int(100)), Some(Value::Int(200))), 0.1);
+        assert_eq!(share(None, Some(Value::Int(250))), 0.25);
+        assert_eq!(share(Some(Value::Int(900)), None), 0.1);
+        // Beyond the bounds: nothing, or everything.
+        assert_eq!(share(Some(Value::Int(2000)), None), 0.0);
+        assert_eq!(share(Some(Value::Int(-5)), Some(Value::Int(5000))), 1.0);
+        // A point is one of the distinct values; without a count, unknown.
+        let point = range(Some(Value::Int(7)), Some(Value::Int(7)));
+        assert_eq!(uniform_share(&column, &point, || Some(50)), 0.02);
+        assert_eq!(uniform_share(&column, &point, || None), 1.0);
+        // Strings are not interpolated.
+        let text = range(Some(Value::String("a".into())), None);
+        assert_eq!(uniform_share(&column, &text, || None), 1.0);
+    }
+
+    #[test]
+    fn late_reads_decode_the_pages_of_sparse_rows_and_everything_of_dense_ones() {
+        assert_eq!(late_decoded_share(0.0), 0.0);
+        let sparse = late_decoded_share(0.0002);
+        assert!(sparse > 0.0 && sparse < 0.1, "{sparse}");
+        assert_eq!(late_decoded_share(0.01), 1.0);
+        assert_eq!(late_decoded_share(1.0), 1.0);
     }
 }

@@ -505,7 +505,11 @@ impl DisplayAs for DatasetScanExec {
     fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "DatasetScanExec: dataset={}", self.dataset.name())?;
         match &self.access {
-            Access::Full { request, rejected } => {
+            Access::Full {
+                request,
+                rejected,
+                row_share,
+            } => {
                 let partitions = self.partition_statistics.len();
                 write!(f, ", access=full scan of {partitions} partitions")?;
                 if let Precision::Inexact(rows) | Precision::Exact(rows) = self.statistics.num_rows
@@ -522,6 +526,13 @@ impl DisplayAs for DatasetScanExec {
                 }
                 if let Some(reason) = rejected {
                     write!(f, " ({reason})")?;
+                }
+                if *row_share < 1.0 {
+                    write!(
+                        f,
+                        ", decoding late about {:.1}% of each row",
+                        row_share * 100.0
+                    )?;
                 }
                 if let Some(filter) = &request.filter {
                     write!(f, ", filter={:?}", filter.rows)?;

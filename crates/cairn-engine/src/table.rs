@@ -285,30 +285,46 @@ impl TableProvider for DatasetTable {
             None => AccessOverride::Auto,
         };
         let use_cache = options.is_none_or(|o| o.predicate_cache);
-        let mut access = match self.pinned_key(filters) {
+        let access = match self.pinned_key(filters) {
             Some(key) => Access::Key(key),
-            None => choose(
-                &self.dataset,
-                IndexFilters {
-                    ranges: self.ranges(filters),
-                    spatial: filters
-                        .iter()
-                        .filter_map(|f| spatial_filter(&self.dataset, f))
-                        .collect(),
-                    text: filters
-                        .iter()
-                        .filter_map(|f| text_filter(&self.dataset, f))
-                        .collect(),
-                },
-                projection.map(|p| p.as_slice()),
-                forced,
-            )
-            .map_err(storage_error)?,
+            None => {
+                let schema = projected_schema(&self.dataset, projection)?;
+                let filter = scan_filter(state, &self.dataset, &schema, filters, use_cache);
+                // The dataset columns a full scan's filter reads, when it would decode the
+                // others late.
+                let filter_columns: Option<Vec<usize>> = filter
+                    .as_ref()
+                    .and_then(|f| f.rows.narrowed())
+                    .map(|(columns, _)| {
+                        columns
+                            .iter()
+                            .map(|&c| projection.map_or(c, |p| p[c]))
+                            .collect()
+                    });
+                let mut access = choose(
+                    &self.dataset,
+                    IndexFilters {
+                        ranges: self.ranges(filters),
+                        spatial: filters
+                            .iter()
+                            .filter_map(|f| spatial_filter(&self.dataset, f))
+                            .collect(),
+                        text: filters
+                            .iter()
+                            .filter_map(|f| text_filter(&self.dataset, f))
+                            .collect(),
+                    },
+                    projection.map(|p| p.as_slice()),
+                    filter_columns.as_deref(),
+                    forced,
+                )
+                .map_err(storage_error)?;
+                if let Access::Full { request, .. } = &mut access {
+                    request.filter = filter;
+                }
+                access
+            }
         };
-        if let Access::Full { request, .. } = &mut access {
-            let schema = projected_schema(&self.dataset, projection)?;
-            request.filter = scan_filter(state, &self.dataset, &schema, filters, use_cache);
-        }
         Ok(Arc::new(DatasetScanExec::try_new(
             self.dataset.clone(),
             access,

@@ -246,6 +246,8 @@ pub struct DiskComponent {
     /// drops its handle.
     obsolete: AtomicBool,
     summaries: CachedSummaries,
+    /// Uncompressed bytes of each column's chunks, read from the footer once.
+    field_bytes: std::sync::OnceLock<Arc<Vec<u64>>>,
     /// Distinct-count sketches of the summarized fields, from the footer (none in files
     /// written before sketches were).
     pub(crate) sketches: Sketches,
@@ -313,6 +315,7 @@ impl DiskComponent {
             fences: Vec::new(),
             obsolete: AtomicBool::new(false),
             summaries: CachedSummaries::new(),
+            field_bytes: std::sync::OnceLock::new(),
             sketches: metadata
                 .file_metadata()
                 .key_value_metadata()
@@ -690,6 +693,28 @@ impl DiskComponent {
         }
         let summary = Arc::new(ColumnSummaries::from_component(self, &self.shape)?);
         Ok(self.summaries.get_or_init(|| summary).clone())
+    }
+
+    /// Uncompressed bytes of each column's chunks (all leaves of a nested column together), in
+    /// the order of the dataset schema's columns, read from the footer once.
+    pub fn field_bytes(&self) -> Result<Arc<Vec<u64>>> {
+        if let Some(bytes) = self.field_bytes.get() {
+            return Ok(bytes.clone());
+        }
+        let metadata = self.metadata()?;
+        let fields = self.shape.schema.fields();
+        let mut bytes = vec![0u64; fields.len()];
+        for row_group in metadata.metadata().row_groups() {
+            for column in row_group.columns() {
+                let Some(top) = column.column_path().parts().first() else {
+                    continue;
+                };
+                if let Some(field) = fields.iter().position(|f| f.name() == top) {
+                    bytes[field] += column.uncompressed_size().max(0) as u64;
+                }
+            }
+        }
+        Ok(self.field_bytes.get_or_init(|| Arc::new(bytes)).clone())
     }
 
     pub fn mark_obsolete(&self) {

@@ -23,7 +23,9 @@ use std::fmt;
 use std::sync::Arc;
 
 mod row_group_read;
+
 use row_group_read::SelectedRows;
+pub use row_group_read::late_decoded_share;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
 /// it does not filter: the caller still evaluates its predicates on what is returned).

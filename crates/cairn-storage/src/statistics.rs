@@ -350,6 +350,33 @@ impl Dataset {
         merged.filter(|_| sketched_rows > 0 && memory_rows <= sketched_rows)
     }
 
+    /// The average uncompressed bytes per row of each column of the dataset's schema over the
+    /// disk components: what decoding each column of a row costs, relatively.
+    /// `None` without disk components (memory components keep no such figure).
+    pub fn field_widths(&self) -> Result<Option<Vec<f64>>> {
+        let mut components = Vec::new();
+        for partition in &self.partitions {
+            let state = partition.state.read();
+            components.extend(state.slots.iter().filter_map(|slot| match &slot.component {
+                ComponentRef::Disk(disk) => Some(disk.clone()),
+                ComponentRef::Frozen(_) => None,
+            }));
+        }
+        let rows: u64 = components.iter().map(|disk| disk.rows).sum();
+        if rows == 0 {
+            return Ok(None);
+        }
+        let mut bytes = vec![0u64; self.shape.schema.fields().len()];
+        for disk in &components {
+            for (total, field) in bytes.iter_mut().zip(disk.field_bytes()?.iter()) {
+                *total += field;
+            }
+        }
+        Ok(Some(
+            bytes.iter().map(|&b| b as f64 / rows as f64).collect(),
+        ))
+    }
+
     /// The summary of every partition, combined.
     pub fn summary(&self) -> Result<PartitionSummary> {
         let parts = (0..self.partitions.len())

@@ -167,6 +167,18 @@ fn join_columns(
 /// every page holds one, and decoding the whole selection costs less than seeking through it.
 const LATE_SPARSE_ROWS_PER_RUN: usize = 4 * crate::component::DATA_PAGE_ROWS;
 
+/// The share of the other columns' values a late read decodes when its filter passes
+/// `selectivity` of the rows, spread at random: the pages holding a passing row on the
+/// sparse path (about one page per passing row), every page on the dense one. For planning.
+pub fn late_decoded_share(selectivity: f64) -> f64 {
+    let selectivity = selectivity.clamp(0.0, 1.0);
+    if selectivity * LATE_SPARSE_ROWS_PER_RUN as f64 <= 1.0 {
+        (selectivity * crate::component::DATA_PAGE_ROWS as f64).min(1.0)
+    } else {
+        1.0
+    }
+}
+
 /// `parts` (batches of one schema) as one batch; `None` for no parts.
 fn concat_parts(parts: Vec<RecordBatch>) -> Result<Option<RecordBatch>> {
     match parts.first() {
