@@ -44,9 +44,14 @@ impl ConfigExtension for CairnOptions {
 /// Relative cost of producing one row by a full scan: sequential decoding of the projected
 /// columns. The unit of the cost model.
 const SCAN_ROW_COST: f64 = 1.0;
-/// Relative cost of one row an index names: its own page reads and decoding, at a random
-/// place. Calibrated by bench/results/indexes.md (forced runs of each path).
-const FETCH_ROW_COST: f64 = 40.0;
+/// Rows of one page of a component column: fetching a row decodes the page of every projected
+/// column that holds it, as a full scan decodes this many rows.
+const FETCH_PAGE_ROWS: f64 = cairn_storage::row_fetch::FETCH_BLOCK_ROWS as f64;
+/// Relative cost of finding and placing one fetched row beyond decoding its pages: index
+/// probes, positions, interleaving into the output. Calibrated by bench/results/indexes.md: a
+/// range fetching 10 % of GleambookUsers (every page) took 25 % longer than scanning it all,
+/// about 2.5 scanned rows per fetched row; rounded up for the probes of many components.
+const FETCH_PROBE_COST: f64 = 4.0;
 /// Relative cost of one entry of an index that covers the query (no component read): a
 /// binary-searched, in-memory slice, cheaper per row than a scan's decoding.
 const COVERED_ROW_COST: f64 = 0.5;
@@ -115,6 +120,8 @@ pub struct Lookup {
     pub values: Vec<Value>,
     /// Expected rows per key: 1 for a primary key, else live rows over distinct values.
     pub rows_per_key: f64,
+    /// The dataset's live rows when the join was planned: what the fetched rows spread over.
+    pub inner_rows: u64,
 }
 
 impl Lookup {
@@ -131,8 +138,21 @@ impl Lookup {
 
     /// The estimated cost of looking up `keys` keys, in scanned-row units.
     pub fn cost(&self, keys: f64) -> f64 {
-        keys * self.rows_per_key.max(1.0) * FETCH_ROW_COST
+        fetch_cost(keys * self.rows_per_key.max(1.0), self.inner_rows)
     }
+}
+
+/// The estimated cost, in scanned-row units, of fetching `rows` rows spread at random over a
+/// dataset of `live_rows`: each page holding one of them is decoded once, in every projected
+/// column — about a page per row while they are sparse, every page once they are dense (a
+/// full scan's decoding) — and each row is probed for and placed.
+pub fn fetch_cost(rows: f64, live_rows: u64) -> f64 {
+    let rows = rows.max(0.0);
+    let live_rows = (live_rows as f64).max(1.0);
+    let pages = (live_rows / FETCH_PAGE_ROWS).max(1.0);
+    // Of `pages` equally likely pages, `rows` draws leave about pages · e^(-rows/pages) untouched.
+    let touched = pages * (1.0 - (-rows / pages).exp());
+    touched * (live_rows / pages) * SCAN_ROW_COST + rows * FETCH_PROBE_COST
 }
 
 /// An index scan the planner chose, with what it expects.
@@ -247,10 +267,10 @@ impl Access {
         match self {
             Access::Full { row_share, .. } => live_rows as f64 * SCAN_ROW_COST * row_share,
             Access::Ordered { .. } => live_rows as f64 * SCAN_ROW_COST,
-            Access::Key(_) => FETCH_ROW_COST,
-            Access::Index(index) => cost(index),
-            Access::Spatial(spatial) => spatial.estimated_rows as f64 * FETCH_ROW_COST,
-            Access::Text(text) => text.estimated_rows as f64 * FETCH_ROW_COST,
+            Access::Key(_) => fetch_cost(1.0, live_rows),
+            Access::Index(index) => cost(index, live_rows),
+            Access::Spatial(spatial) => fetch_cost(spatial.estimated_rows as f64, live_rows),
+            Access::Text(text) => fetch_cost(text.estimated_rows as f64, live_rows),
             Access::Lookup(lookup) => lookup.cost(lookup.values.len() as f64),
         }
     }
@@ -334,14 +354,13 @@ fn combined_range(ranges: &[ColumnRange], column: &str) -> Option<IndexRange> {
     combined
 }
 
-/// The estimated cost of an index scan, in scanned-row units.
-fn cost(index: &IndexAccess) -> f64 {
-    let per_row = if index.covering {
-        COVERED_ROW_COST
+/// The estimated cost of an index scan over a dataset of `live_rows`, in scanned-row units.
+fn cost(index: &IndexAccess, live_rows: u64) -> f64 {
+    if index.covering {
+        index.estimated_rows as f64 * COVERED_ROW_COST
     } else {
-        FETCH_ROW_COST
-    };
-    index.estimated_rows as f64 * per_row
+        fetch_cost(index.estimated_rows as f64, live_rows)
+    }
 }
 
 /// Chooses between a full scan and every index that serves one of `filters`: btrees whose
@@ -642,6 +661,24 @@ mod tests {
         // Strings are not interpolated.
         let text = range(Some(Value::String("a".into())), None);
         assert_eq!(uniform_share(&column, &text, || None), 1.0);
+    }
+
+    #[test]
+    fn fetching_costs_a_page_per_sparse_row_and_a_scan_for_dense_ones() {
+        let live_rows = 1_000_000;
+        let scan = live_rows as f64 * SCAN_ROW_COST;
+        // A hundred rows: a page each (but for the odd two on one page).
+        let few = fetch_cost(100.0, live_rows);
+        assert!((few - 100.0 * (FETCH_PAGE_ROWS + FETCH_PROBE_COST)).abs() < 0.02 * few);
+        // A tenth of the rows lands on nearly every page: a scan's decoding and the probes.
+        let many = fetch_cost(100_000.0, live_rows);
+        assert!(
+            many > scan && many < scan + 100_000.0 * FETCH_PROBE_COST,
+            "{many}"
+        );
+        // A tiny dataset's page is the whole dataset, no more.
+        assert!(fetch_cost(1.0, 10) < 10.0 + FETCH_PROBE_COST);
+        assert_eq!(fetch_cost(0.0, live_rows), 0.0);
     }
 
     #[test]

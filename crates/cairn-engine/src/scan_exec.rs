@@ -221,6 +221,7 @@ impl DatasetScanExec {
                 field: field.to_string(),
                 values: Vec::new(),
                 rows_per_key: 1.0,
+                inner_rows: dataset.live_rows(),
             });
         }
         let index = dataset
@@ -237,6 +238,7 @@ impl DatasetScanExec {
             field: field.to_string(),
             values: Vec::new(),
             rows_per_key,
+            inner_rows: dataset.live_rows(),
         })
     }
 

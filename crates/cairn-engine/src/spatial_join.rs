@@ -14,7 +14,7 @@
 //! trees count them, and if the rtree turns out dearer the inner side is read as planned. `SET cairn.join_method = 'hash'` turns these
 //! joins off too; `'index'` forces them wherever an rtree serves.
 
-use crate::access_path::{JoinOverride, NearestRows};
+use crate::access_path::{JoinOverride, NearestRows, fetch_cost};
 use crate::index_join::{
     left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_column, scan_under,
     with_scan,
@@ -46,9 +46,6 @@ use futures::TryStreamExt;
 use std::fmt;
 use std::sync::Arc;
 
-/// Relative cost of one row fetched through an index, in scanned-row units (as for index
-/// scans in `access_path.rs`).
-const FETCH_ROW_COST: f64 = 40.0;
 /// Relative cost of testing the join filter on one (outer, inner) pair: BigFUN Q16's
 /// nested-loop join tested 250 M pairs in about 7 s, where a scan of its 2.5 M inner rows
 /// took about 0.4 s.
@@ -59,7 +56,9 @@ const PAIR_COST: f64 = 0.2;
 fn join_cost(outer_rows: f64, inner_rows: f64, scan_cost: f64, candidates: Option<f64>) -> f64 {
     match candidates {
         None => scan_cost + outer_rows * inner_rows * PAIR_COST,
-        Some(candidates) => candidates * FETCH_ROW_COST + outer_rows * candidates * PAIR_COST,
+        Some(candidates) => {
+            fetch_cost(candidates, inner_rows as u64) + outer_rows * candidates * PAIR_COST
+        }
     }
 }
 

@@ -18,6 +18,9 @@ use std::sync::Arc;
 /// Rows per cached block.
 pub(crate) const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
 
+/// Rows a fetch decodes to read any one of them: a page of each projected column (a block).
+pub const FETCH_BLOCK_ROWS: u64 = BLOCK_ROWS;
+
 /// Most blocks a fetch decodes whole and caches. A fetch needing more blocks that are not
 /// cached reads only its rows, and only its projected columns, instead: a short query that
 /// names a hundred rows spread over a component (BigFUN's S queries) would otherwise decode a
