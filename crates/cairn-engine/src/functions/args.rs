@@ -170,6 +170,17 @@ impl<'a> StringColumn<'a> {
         }
     }
 
+    /// Whether every byte of the strings is ASCII, so that a length in characters is a
+    /// length in bytes: one pass over the value buffer, not one per row. `false` for views,
+    /// whose check would take a pass per row.
+    pub(crate) fn is_ascii(&self) -> bool {
+        match self.values {
+            StringValues::Utf8(array) => array.is_ascii(),
+            StringValues::LargeUtf8(array) => array.is_ascii(),
+            StringValues::Utf8View(_) | StringValues::Null => false,
+        }
+    }
+
     /// The string in `row`, or `None` when it is NULL.
     pub(crate) fn get(&self, row: usize) -> Option<&'a str> {
         let index = if self.is_scalar { 0 } else { row };
