@@ -90,10 +90,51 @@ fn mostly_distinct(values: &arrow::array::ArrayRef) -> bool {
     present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64
 }
 
+/// The flat leaves under `column` (at `path`, one part per level) with their Parquet paths:
+/// the column itself when flat; for a list, the leaves of its values (friend ids); for a
+/// struct, the leaves of each field (a user's screen name, a point's coordinates).
+fn flat_leaves(
+    path: &mut Vec<String>,
+    column: &arrow::array::ArrayRef,
+    leaves: &mut Vec<(arrow::array::ArrayRef, ColumnPath)>,
+) {
+    match column.data_type() {
+        ArrowType::List(item) => {
+            let Some(list) = column.as_list_opt::<i32>() else {
+                return;
+            };
+            // A sliced list's values array still holds every row's values.
+            let offsets = list.value_offsets();
+            let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+            // One part per level: `ColumnPath::from("a.list.item")` would name a top-level
+            // column with dots in its name, and match no leaf.
+            path.extend(["list".to_string(), item.name().clone()]);
+            flat_leaves(path, &list.values().slice(first, last - first), leaves);
+            path.truncate(path.len() - 2);
+        }
+        ArrowType::Struct(fields) => {
+            let Some(record) = column.as_struct_opt() else {
+                return;
+            };
+            // A sliced struct's children are sliced alike.
+            for (field, child) in fields.iter().zip(record.columns()) {
+                path.push(field.name().clone());
+                flat_leaves(path, child, leaves);
+                path.pop();
+            }
+        }
+        data_type if is_flat(data_type) => {
+            leaves.push((column.clone(), ColumnPath::new(path.clone())));
+        }
+        _ => {}
+    }
+}
+
 impl DatasetShape {
     /// Columns to write without dictionary encoding: the key columns (unique by definition),
-    /// and top-level string and primitive columns (timestamps, numbers) and lists of them
-    /// (friend ids) whose values are mostly distinct in `sample`.
+    /// and the string and primitive leaves (timestamps, numbers) — top-level, in lists (friend
+    /// ids) or in nested records (screen names, coordinates) — whose values are mostly
+    /// distinct in `sample`.
     pub fn undictionaried_columns(&self, sample: Option<&RecordBatch>) -> Vec<ColumnPath> {
         let mut columns: Vec<ColumnPath> = self
             .dataset_type
@@ -110,33 +151,18 @@ impl DatasetShape {
             if self.key_column_indices.contains(&index) {
                 continue;
             }
-            let column = sample.column(index);
-            // Top-level flat columns, and the values of lists of flat values (friend ids).
-            let (values, path) = match field.data_type() {
-                ArrowType::List(item) if is_flat(item.data_type()) => {
-                    let Some(list) = column.as_list_opt::<i32>() else {
-                        continue;
-                    };
-                    // One part per level: `ColumnPath::from("a.list.item")` would name a
-                    // top-level column with dots in its name, and match no leaf.
-                    let path = ColumnPath::new(vec![
-                        field.name().clone(),
-                        "list".to_string(),
-                        item.name().clone(),
-                    ]);
-                    // A sliced list's values array still holds every row's values.
-                    let offsets = list.value_offsets();
-                    let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
-                    (list.values().slice(first, last - first), path)
-                }
-                data_type if is_flat(data_type) => {
-                    (column.clone(), ColumnPath::from(field.name().as_str()))
-                }
-                _ => continue,
-            };
-            if mostly_distinct(&values) {
-                columns.push(path);
-            }
+            let mut leaves = Vec::new();
+            flat_leaves(
+                &mut vec![field.name().clone()],
+                sample.column(index),
+                &mut leaves,
+            );
+            columns.extend(
+                leaves
+                    .into_iter()
+                    .filter(|(values, _)| mostly_distinct(values))
+                    .map(|(_, path)| path),
+            );
         }
         columns
     }

@@ -215,6 +215,60 @@ fn lists_of_mostly_distinct_values_have_no_dictionary() {
     assert!(has_dictionary("groups.list.item"));
 }
 
+/// The leaves of nested records and points are judged one by one, as top-level columns are:
+/// mostly-distinct ones (a user's screen name, a location's coordinates: BigFUN's chirps)
+/// go without a dictionary, so fetching one chirp's user does not decode a dictionary page
+/// per leaf; repetitive ones (a language) keep theirs.
+#[test]
+fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
+    use cairn_model::json::record_from_json;
+    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    let dir = tempfile::tempdir().unwrap();
+    let options = cairn_storage::StorageOptions {
+        background_work: false,
+        ..Default::default()
+    };
+    let storage = Storage::open(dir.path(), options).unwrap();
+    let user_type = RecordType::new(
+        vec![
+            Field::new("screen_name", DataType::String),
+            Field::new("lang", DataType::String),
+        ],
+        false,
+    )
+    .unwrap();
+    let record_type = RecordType::new(
+        vec![
+            Field::new("id", DataType::Int64),
+            Field::new("user", DataType::Object(user_type)),
+            Field::new("location", DataType::Point),
+        ],
+        false,
+    )
+    .unwrap();
+    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+    storage
+        .create_dataset("chirps", dataset_type, Some(1))
+        .unwrap();
+    for id in 0..200i64 {
+        let lang = ["en", "fr"][id as usize % 2];
+        let doc = serde_json::json!({
+            "id": id,
+            "user": { "screen_name": format!("user{id}"), "lang": lang },
+            "location": [id as f64 * 0.37, id as f64 * 1.13],
+        });
+        storage
+            .insert("chirps", record_from_json(&record_type, &doc).unwrap())
+            .unwrap();
+    }
+    storage.flush("chirps").unwrap();
+    let has_dictionary = dictionary_columns(dir.path());
+    assert!(!has_dictionary("user.screen_name"));
+    assert!(has_dictionary("user.lang"));
+    assert!(!has_dictionary("location.x"));
+    assert!(!has_dictionary("location.y"));
+}
+
 /// How far `estimate` is from `truth`, as a share of it.
 fn relative_error(estimate: Option<u64>, truth: u64) -> f64 {
     let estimate = estimate.expect("an estimate") as f64;
