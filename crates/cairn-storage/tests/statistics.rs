@@ -178,41 +178,50 @@ fn mostly_distinct_columns_have_no_dictionary() {
 /// its leaf's path has three parts, which the writer's settings must name part by part.
 #[test]
 fn lists_of_mostly_distinct_values_have_no_dictionary() {
-    use cairn_model::json::record_from_json;
-    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use cairn_model::{DataType, Field};
     let dir = tempfile::tempdir().unwrap();
+    let fields = vec![
+        Field::new("id", DataType::Int64),
+        Field::new("friends", DataType::Multiset(Box::new(DataType::Int64))),
+        Field::new("groups", DataType::List(Box::new(DataType::Int64))),
+    ];
+    let docs = (0..200i64).map(|id| {
+        serde_json::json!({
+            "id": id,
+            "friends": [id * 7, id * 7 + 1, id * 7 + 2],
+            "groups": [id % 2, id % 3],
+        })
+    });
+    let has_dictionary = flushed_component(dir.path(), fields, docs);
+    assert!(!has_dictionary("friends.list.item"));
+    assert!(has_dictionary("groups.list.item"));
+}
+
+/// Whether each column (by dotted path) of the one component of a dataset of `fields`, keyed
+/// by `id`, has a dictionary, once `docs` are inserted and flushed (in row groups large enough
+/// to sample: the tests' usual 4-row groups are not).
+fn flushed_component(
+    dir: &std::path::Path,
+    fields: Vec<cairn_model::Field>,
+    docs: impl Iterator<Item = serde_json::Value>,
+) -> impl Fn(&str) -> bool {
+    use cairn_model::json::record_from_json;
+    use cairn_model::{DatasetType, RecordType};
     let options = cairn_storage::StorageOptions {
         background_work: false,
         ..Default::default()
     };
-    let storage = Storage::open(dir.path(), options).unwrap();
-    let record_type = RecordType::new(
-        vec![
-            Field::new("id", DataType::Int64),
-            Field::new("friends", DataType::Multiset(Box::new(DataType::Int64))),
-            Field::new("groups", DataType::List(Box::new(DataType::Int64))),
-        ],
-        false,
-    )
-    .unwrap();
+    let storage = Storage::open(dir, options).unwrap();
+    let record_type = RecordType::new(fields, false).unwrap();
     let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
-    storage
-        .create_dataset("users", dataset_type, Some(1))
-        .unwrap();
-    for id in 0..200i64 {
-        let doc = serde_json::json!({
-            "id": id,
-            "friends": [id * 7, id * 7 + 1, id * 7 + 2],
-            "groups": [id % 2, id % 3],
-        });
+    storage.create_dataset("d", dataset_type, Some(1)).unwrap();
+    for doc in docs {
         storage
-            .insert("users", record_from_json(&record_type, &doc).unwrap())
+            .insert("d", record_from_json(&record_type, &doc).unwrap())
             .unwrap();
     }
-    storage.flush("users").unwrap();
-    let has_dictionary = dictionary_columns(dir.path());
-    assert!(!has_dictionary("friends.list.item"));
-    assert!(has_dictionary("groups.list.item"));
+    storage.flush("d").unwrap();
+    dictionary_columns(dir)
 }
 
 /// The leaves of nested records and points are judged one by one, as top-level columns are:
@@ -221,14 +230,8 @@ fn lists_of_mostly_distinct_values_have_no_dictionary() {
 /// per leaf; repetitive ones (a language) keep theirs.
 #[test]
 fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
-    use cairn_model::json::record_from_json;
-    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use cairn_model::{DataType, Field, RecordType};
     let dir = tempfile::tempdir().unwrap();
-    let options = cairn_storage::StorageOptions {
-        background_work: false,
-        ..Default::default()
-    };
-    let storage = Storage::open(dir.path(), options).unwrap();
     let user_type = RecordType::new(
         vec![
             Field::new("screen_name", DataType::String),
@@ -237,32 +240,20 @@ fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
         false,
     )
     .unwrap();
-    let record_type = RecordType::new(
-        vec![
-            Field::new("id", DataType::Int64),
-            Field::new("user", DataType::Object(user_type)),
-            Field::new("location", DataType::Point),
-        ],
-        false,
-    )
-    .unwrap();
-    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
-    storage
-        .create_dataset("chirps", dataset_type, Some(1))
-        .unwrap();
-    for id in 0..200i64 {
+    let fields = vec![
+        Field::new("id", DataType::Int64),
+        Field::new("user", DataType::Object(user_type)),
+        Field::new("location", DataType::Point),
+    ];
+    let docs = (0..200i64).map(|id| {
         let lang = ["en", "fr"][id as usize % 2];
-        let doc = serde_json::json!({
+        serde_json::json!({
             "id": id,
             "user": { "screen_name": format!("user{id}"), "lang": lang },
             "location": [id as f64 * 0.37, id as f64 * 1.13],
-        });
-        storage
-            .insert("chirps", record_from_json(&record_type, &doc).unwrap())
-            .unwrap();
-    }
-    storage.flush("chirps").unwrap();
-    let has_dictionary = dictionary_columns(dir.path());
+        })
+    });
+    let has_dictionary = flushed_component(dir.path(), fields, docs);
     assert!(!has_dictionary("user.screen_name"));
     assert!(has_dictionary("user.lang"));
     assert!(!has_dictionary("location.x"));
