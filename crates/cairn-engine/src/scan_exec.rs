@@ -298,6 +298,9 @@ impl DatasetScanExec {
         let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
         let counter =
             |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
+        // Time spent reading from storage, not waiting for the consumer: what EXPLAIN
+        // ANALYZE cannot otherwise tell of a scan, whose work runs on a blocking thread.
+        let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", partition);
         let tx = builder.tx();
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();
@@ -305,12 +308,17 @@ impl DatasetScanExec {
             Access::Ordered {
                 index, descending, ..
             } => builder.spawn_blocking(move || {
+                let timer = read_time.timer();
                 let mut scan = OrderedIndexScan::new(dataset, &index, descending, projection)
                     .map_err(storage_error)?;
+                timer.done();
                 // Small chunks first, since a top-k query often needs few rows; growing ones
                 // after, so a filter that keeps little does not cost a fetch per row.
                 let mut chunk = ORDERED_FIRST_CHUNK_ROWS;
-                while let Some(batch) = scan.next_batch(chunk).map_err(storage_error)? {
+                while let Some(batch) = {
+                    let _timer = read_time.timer();
+                    scan.next_batch(chunk).map_err(storage_error)?
+                } {
                     if tx.blocking_send(Ok(batch)).is_err() {
                         break; // the query has its rows
                     }
@@ -322,8 +330,10 @@ impl DatasetScanExec {
             | Access::Spatial(_)
             | Access::Text(_)
             | Access::Lookup(_)) => builder.spawn_blocking(move || {
+                let timer = read_time.timer();
                 let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())
                     .map_err(storage_error)?;
+                timer.done();
                 for batch in batches {
                     if tx.blocking_send(Ok(batch)).is_err() {
                         break; // the consumer went away
@@ -343,11 +353,16 @@ impl DatasetScanExec {
                         projection,
                         ..request
                     };
+                    let timer = read_time.timer();
                     let mut scan = dataset
                         .scan_partition(partition, &request)
                         .map_err(storage_error)?;
+                    timer.done();
                     pruned.add(scan.row_groups_pruned);
-                    for batch in scan.by_ref() {
+                    while let Some(batch) = {
+                        let _timer = read_time.timer();
+                        scan.next()
+                    } {
                         if tx.blocking_send(batch.map_err(storage_error)).is_err() {
                             break; // the consumer went away (LIMIT reached, query cancelled)
                         }
@@ -360,7 +375,9 @@ impl DatasetScanExec {
             }
             Access::Key(key) => builder.spawn_blocking(move || {
                 let shape = &dataset.shape;
+                let timer = read_time.timer();
                 let record = dataset.get(&key).map_err(storage_error)?;
+                timer.done();
                 let batch: RecordBatch = records_to_batch(
                     &shape.schema,
                     &shape.dataset_type.record,

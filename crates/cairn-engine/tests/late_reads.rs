@@ -68,6 +68,8 @@ async fn fixture(dir: &Path) -> (Database, Model) {
 /// The (id, v, note) rows `query` returns, sorted by id, and its scan's `rows_read_late`.
 async fn run(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, u64) {
     let (rows, plan) = run_plan(db, query).await;
+    // Every scan reports the time it spent reading, in nanoseconds.
+    assert!(scan_metric(&plan, "read_time") > 0, "{query}");
     (rows, scan_metric(&plan, "rows_read_late"))
 }
 
