@@ -46,7 +46,7 @@ impl ConfigExtension for CairnOptions {
 const SCAN_ROW_COST: f64 = 1.0;
 /// Rows of one page of a component column: fetching a row decodes the page of every projected
 /// column that holds it, as a full scan decodes this many rows.
-const FETCH_PAGE_ROWS: f64 = cairn_storage::row_fetch::FETCH_BLOCK_ROWS as f64;
+const FETCH_PAGE_ROWS: f64 = cairn_storage::row_fetch::BLOCK_ROWS as f64;
 /// Relative cost of finding and placing one fetched row beyond decoding its pages: index
 /// probes, positions, interleaving into the output. Calibrated by bench/results/indexes.md: a
 /// range fetching 10 % of GleambookUsers (every page) took 25 % longer than scanning it all,
@@ -499,14 +499,7 @@ fn range_selectivity(
         let share = match indexed {
             Some(entries) => entries as f64 / live_rows as f64,
             None => {
-                let Some(position) = dataset
-                    .shape
-                    .dataset_type
-                    .record
-                    .fields
-                    .iter()
-                    .position(|f| f.name == field)
-                else {
+                let Some(position) = dataset.shape.dataset_type.record.field_index(field) else {
                     continue; // a nested field: no summary
                 };
                 if summary.is_none() {

@@ -2,9 +2,12 @@
 //! answered through the index and a wide one by a full scan, both giving the rows a forced
 //! full scan gives; EXPLAIN names the path, the index and its estimate.
 
+mod common;
+
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
+use common::insert_and_flush;
 
 const ROWS: i64 = 50_000;
 
@@ -17,12 +20,7 @@ async fn fixture(dir: &std::path::Path) -> Database {
     let rows: Vec<String> = (0..ROWS)
         .map(|id| format!("({id}, {}, 'event {id}')", (id * 7919) % ROWS))
         .collect();
-    for chunk in rows.chunks(10_000) {
-        db.sql(&format!("INSERT INTO events VALUES {}", chunk.join(", ")))
-            .await
-            .unwrap();
-    }
-    db.storage().flush("events").unwrap();
+    insert_and_flush(&db, "events", &rows).await;
     db.sql("CREATE INDEX events_at ON events(at)")
         .await
         .unwrap();

@@ -7,7 +7,7 @@
 mod common;
 
 use cairn_engine::Database;
-use common::{explain, rows, rows_with};
+use common::{explain, insert_and_flush, rows, rows_with};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -49,16 +49,8 @@ async fn users_and_messages(
     )
     .await
     .unwrap();
-    db.sql(&format!("INSERT INTO users VALUES {}", users.join(", ")))
-        .await
-        .unwrap();
-    for chunk in messages.chunks(2_000) {
-        db.sql(&format!("INSERT INTO messages VALUES {}", chunk.join(", ")))
-            .await
-            .unwrap();
-    }
-    db.storage().flush("users").unwrap();
-    db.storage().flush("messages").unwrap();
+    insert_and_flush(&db, "users", users).await;
+    insert_and_flush(&db, "messages", messages).await;
     db.execute_script(
         "CREATE INDEX messages_author ON messages(author_id); ANALYZE messages; ANALYZE users",
     )

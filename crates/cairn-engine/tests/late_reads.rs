@@ -3,9 +3,12 @@
 //! answers exactly as a scan that decodes everything would: with rows deleted or replaced
 //! after a flush, for filters passing few rows or half of them, and for none.
 
+mod common;
+
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
+use common::insert_and_flush;
 use datafusion::physical_plan::ExecutionPlan;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,12 +38,7 @@ async fn fixture(dir: &Path) -> (Database, Model) {
             format!("({id}, {}, 'item {id}')", v_of(id))
         })
         .collect();
-    for chunk in rows.chunks(10_000) {
-        db.sql(&format!("INSERT INTO items VALUES {}", chunk.join(", ")))
-            .await
-            .unwrap();
-    }
-    db.storage().flush("items").unwrap();
+    insert_and_flush(&db, "items", &rows).await;
     let deleted: Vec<String> = (0..ROWS)
         .filter(|id| id % 10 == 0)
         .map(|id| id.to_string())
@@ -119,10 +117,11 @@ fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> u64 {
         .sum::<u64>()
 }
 
-fn expected(model: &Model, keep: impl Fn(i64) -> bool) -> Vec<(i64, i64, String)> {
+/// The model's (id, v, note) rows that `keep` passes, by id.
+fn expected(model: &Model, keep: impl Fn(i64, i64, &str) -> bool) -> Vec<(i64, i64, String)> {
     model
         .iter()
-        .filter(|(_, (v, _))| keep(*v))
+        .filter(|(id, (v, note))| keep(**id, *v, note))
         .map(|(id, (v, note))| (*id, *v, note.clone()))
         .collect()
 }
@@ -142,11 +141,7 @@ async fn a_selective_filter_reads_other_columns_for_passing_rows_only() {
     let (db, model) = fixture(dir.path()).await;
     // One row in 2,000: the others are read from the pages holding those rows alone.
     let (rows, read_late) = run(&db, "SELECT id, v, note FROM items WHERE id % 2000 = 7").await;
-    let want: Vec<_> = model
-        .iter()
-        .filter(|(id, _)| *id % 2000 == 7)
-        .map(|(id, (v, note))| (*id, *v, note.clone()))
-        .collect();
+    let want = expected(&model, |id, _, _| id % 2000 == 7);
     assert_eq!(rows, want);
     assert!(!rows.is_empty());
     assert_eq!(
@@ -155,7 +150,7 @@ async fn a_selective_filter_reads_other_columns_for_passing_rows_only() {
     );
     // One row in 97: the whole selection is read, then filtered.
     let (rows, read_late) = run(&db, "SELECT id, v, note FROM items WHERE v = 7").await;
-    assert_eq!(rows, expected(&model, |v| v == 7));
+    assert_eq!(rows, expected(&model, |_, v, _| v == 7));
     assert_eq!(read_late, from_component(&model, |v| v == 7));
 }
 
@@ -169,7 +164,7 @@ async fn a_filter_passing_half_the_rows_answers_the_same() {
     )
     .await;
     let keep = |v: i64| v < 48 || v % 5 == 1;
-    assert_eq!(rows, expected(&model, keep));
+    assert_eq!(rows, expected(&model, |_, v, _| keep(v)));
     assert_eq!(read_late, from_component(&model, keep));
 }
 
@@ -182,11 +177,7 @@ async fn a_filter_on_a_string_column_and_one_passing_nothing() {
         "SELECT id, v, note FROM items WHERE note LIKE 'item 3999%'",
     )
     .await;
-    let want: Vec<_> = model
-        .iter()
-        .filter(|(_, (_, note))| note.starts_with("item 3999"))
-        .map(|(id, (v, note))| (*id, *v, note.clone()))
-        .collect();
+    let want = expected(&model, |_, _, note| note.starts_with("item 3999"));
     assert_eq!(rows, want);
     assert_eq!(read_late, want.len() as u64);
 
@@ -204,10 +195,7 @@ async fn a_filter_reading_every_projected_column_reads_them_together() {
         "SELECT id, v, note FROM items WHERE v = 7 AND id > 5 AND note IS NOT NULL",
     )
     .await;
-    let want: Vec<_> = expected(&model, |v| v == 7)
-        .into_iter()
-        .filter(|(id, _, _)| *id > 5)
-        .collect();
+    let want = expected(&model, |id, v, _| v == 7 && id > 5);
     assert_eq!(rows, want);
     assert_eq!(read_late, 0, "nothing is left to read late");
 }

@@ -7,7 +7,10 @@
 //! The fixture puts each 1024-row unit in one `band` (band = unit number mod 8), while every
 //! 16384-row row group holds all bands, so min/max pruning cannot do the cache's work.
 
+mod common;
+
 use cairn_engine::Database;
+use common::insert_and_flush;
 use std::path::Path;
 
 const ROWS: i64 = 40_000;
@@ -27,12 +30,7 @@ async fn fixture(dir: &Path) -> Database {
     let rows: Vec<String> = (0..ROWS)
         .map(|id| format!("({id}, {}, 'item {id}')", band(id)))
         .collect();
-    for chunk in rows.chunks(10_000) {
-        db.sql(&format!("INSERT INTO items VALUES {}", chunk.join(", ")))
-            .await
-            .unwrap();
-    }
-    db.storage().flush("items").unwrap();
+    insert_and_flush(&db, "items", &rows).await;
     db
 }
 

@@ -702,14 +702,12 @@ impl DiskComponent {
             return Ok(bytes.clone());
         }
         let metadata = self.metadata()?;
-        let fields = self.shape.schema.fields();
-        let mut bytes = vec![0u64; fields.len()];
+        let schema = &self.shape.schema;
+        let mut bytes = vec![0u64; schema.fields().len()];
         for row_group in metadata.metadata().row_groups() {
             for column in row_group.columns() {
-                let Some(top) = column.column_path().parts().first() else {
-                    continue;
-                };
-                if let Some(field) = fields.iter().position(|f| f.name() == top) {
+                let top = column.column_path().parts().first();
+                if let Some(field) = top.and_then(|name| schema.index_of(name).ok()) {
                     bytes[field] += column.uncompressed_size().max(0) as u64;
                 }
             }

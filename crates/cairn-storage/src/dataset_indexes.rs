@@ -209,7 +209,8 @@ impl Dataset {
         self.indexes.read().iter().find(|d| d.name == name).cloned()
     }
 
-    fn disk_components(&self) -> Vec<Arc<DiskComponent>> {
+    /// Every partition's disk components, as of now.
+    pub(crate) fn disk_components(&self) -> Vec<Arc<DiskComponent>> {
         self.partitions
             .iter()
             .flat_map(|p| {

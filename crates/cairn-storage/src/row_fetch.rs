@@ -15,11 +15,9 @@ use cairn_model::arrow_mapping::record_at;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use std::sync::Arc;
 
-/// Rows per cached block.
-pub(crate) const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
-
-/// Rows a fetch decodes to read any one of them: a page of each projected column (a block).
-pub const FETCH_BLOCK_ROWS: u64 = BLOCK_ROWS;
+/// Rows per cached block: a fetch decodes this many rows, a page of each projected column, to
+/// read any one of them.
+pub const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
 
 /// Most blocks a fetch decodes whole and caches. A fetch needing more blocks that are not
 /// cached reads only its rows, and only its projected columns, instead: a short query that

@@ -354,14 +354,7 @@ impl Dataset {
     /// disk components: what decoding each column of a row costs, relatively.
     /// `None` without disk components (memory components keep no such figure).
     pub fn field_widths(&self) -> Result<Option<Vec<f64>>> {
-        let mut components = Vec::new();
-        for partition in &self.partitions {
-            let state = partition.state.read();
-            components.extend(state.slots.iter().filter_map(|slot| match &slot.component {
-                ComponentRef::Disk(disk) => Some(disk.clone()),
-                ComponentRef::Frozen(_) => None,
-            }));
-        }
+        let components = self.disk_components();
         let rows: u64 = components.iter().map(|disk| disk.rows).sum();
         if rows == 0 {
             return Ok(None);

@@ -59,6 +59,17 @@ pub async fn rows_forced(db: &Database, setting: &str, value: &str, query: &str)
     answer
 }
 
+/// Inserts `rows` (SQL value tuples) into `table`, 5,000 to a statement, then flushes the
+/// table to a component.
+pub async fn insert_and_flush(db: &Database, table: &str, rows: &[String]) {
+    for chunk in rows.chunks(5_000) {
+        db.sql(&format!("INSERT INTO {table} VALUES {}", chunk.join(", ")))
+            .await
+            .unwrap();
+    }
+    db.storage().flush(table).unwrap();
+}
+
 /// One round of 300 random writes to `dataset` (keyed by `id`): inserts of new ids from
 /// `next_id` on, upserts and deletes of any id so far, with records from `record`; then a
 /// flush after round 1, 4, 7, ... and a merge after round 2, 5, 8, ..., so later rounds find
