@@ -2,13 +2,14 @@
 //!
 //! Layout of a component file (`p<partition>/c<id>.parquet`): the dataset's Arrow schema
 //! (cairn-model's mapping), rows sorted by key, row groups of at most `row_group_rows` rows, LZ4
-//! pages, dictionary encoding where values repeat, row-group statistics, the offset index (page
+//! pages (plain ones for columns LZ4 barely shrinks), dictionary encoding where values repeat, row-group statistics, the offset index (page
 //! locations), a bloom filter on the first key column, and the sort order recorded in the footer
 //! (component_writer.rs writes it). The file never changes after it is written; which of its
 //! rows are still live is said by its deletion vector.
 
 use crate::cache::ByteLru;
 use crate::chunk_buffers::BufferedChunks;
+use crate::component_file::ComponentFile;
 use crate::component_indexes::IndexCache;
 use crate::component_writer::ComponentWriter;
 use crate::error::{Result, StorageError};
@@ -20,7 +21,6 @@ use crate::statistics::{CachedSummaries, ColumnSummaries};
 use crate::text_index::TextIndex;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, SchemaRef};
-use bytes::Bytes;
 use cairn_model::arrow_mapping::{records_to_batch, value_at};
 use cairn_model::{Key, KeyValue, Record};
 use parquet::arrow::ProjectionMask;
@@ -31,11 +31,8 @@ use parquet::arrow::arrow_reader::{
 use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::ReaderProperties;
-use parquet::file::reader::{ChunkReader, FileReader, Length};
+use parquet::file::reader::{FileReader, Length};
 use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,57 +84,6 @@ impl ReadCaches {
             decoded: ByteLru::new(decoded_bytes),
             bytes_read: AtomicU64::new(0),
         }
-    }
-}
-
-/// A component file read with positional reads (safe to share across threads), counting bytes.
-#[derive(Clone)]
-pub(crate) struct ComponentFile {
-    file: Arc<File>,
-    len: u64,
-    caches: Arc<ReadCaches>,
-}
-
-impl Length for ComponentFile {
-    fn len(&self) -> u64 {
-        self.len
-    }
-}
-
-pub(crate) struct PositionalRead {
-    source: ComponentFile,
-    position: u64,
-}
-
-impl Read for PositionalRead {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.source.file.read_at(buf, self.position)?;
-        self.position += n as u64;
-        self.source
-            .caches
-            .bytes_read
-            .fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-}
-
-impl ChunkReader for ComponentFile {
-    type T = PositionalRead;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<PositionalRead> {
-        Ok(PositionalRead {
-            source: self.clone(),
-            position: start,
-        })
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        let mut buffer = vec![0u8; length];
-        self.file.read_exact_at(&mut buffer, start)?;
-        self.caches
-            .bytes_read
-            .fetch_add(length as u64, Ordering::Relaxed);
-        Ok(buffer.into())
     }
 }
 
@@ -270,16 +216,7 @@ impl DiskComponent {
         shape: Arc<DatasetShape>,
         caches: Arc<ReadCaches>,
     ) -> Result<DiskComponent> {
-        let handle = File::open(&path).map_err(|e| StorageError::io(&path, e))?;
-        let len = handle
-            .metadata()
-            .map_err(|e| StorageError::io(&path, e))?
-            .len();
-        let file = ComponentFile {
-            file: Arc::new(handle),
-            len,
-            caches,
-        };
+        let file = ComponentFile::open(&path, caches).map_err(|e| StorageError::io(&path, e))?;
         let corrupt = |e: &dyn std::fmt::Display| StorageError::corrupt(&path, e.to_string());
         let options = ReadOptionsBuilder::new()
             .with_reader_properties(
@@ -309,7 +246,7 @@ impl DiskComponent {
             id,
             path: path.clone(),
             rows: 0,
-            bytes: len,
+            bytes: file.len(),
             shape,
             file,
             fences: Vec::new(),

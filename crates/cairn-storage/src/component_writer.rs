@@ -3,7 +3,8 @@
 //! overlap then moves bytes instead of decoding and encoding every value).
 //!
 //! Every component, however written, has the layout component.rs describes: the dataset's
-//! Arrow schema, LZ4 pages of at most [`DATA_PAGE_ROWS`] rows, row-group statistics, the offset
+//! Arrow schema, LZ4 pages of at most [`DATA_PAGE_ROWS`] rows (uncompressed for the columns
+//! `DatasetShape::column_encodings` finds LZ4 barely shrinks), row-group statistics, the offset
 //! index, a bloom filter on the first key column and the distinct-count sketches in the footer.
 
 use crate::component::{DATA_PAGE_ROWS, DiskComponent, parquet_error};
@@ -69,8 +70,12 @@ impl ComponentWriter {
             })
             .collect();
         let mut props = WriterProperties::builder();
-        for column in &shape.undictionaried_columns(sample) {
-            props = props.set_column_dictionary_enabled(column.clone(), false);
+        let encodings = shape.column_encodings(sample);
+        for column in encodings.undictionaried {
+            props = props.set_column_dictionary_enabled(column, false);
+        }
+        for column in encodings.uncompressed {
+            props = props.set_column_compression(column, Compression::UNCOMPRESSED);
         }
         let props = props
             .set_compression(Compression::LZ4_RAW)

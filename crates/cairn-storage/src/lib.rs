@@ -22,6 +22,7 @@ pub mod bulk_load;
 pub mod cache;
 pub mod chunk_buffers;
 pub mod component;
+mod component_file;
 pub mod component_indexes;
 pub mod component_writer;
 pub mod dataset;

@@ -65,7 +65,7 @@ impl DatasetShape {
 /// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
 /// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
 const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
-/// Rows of a batch [`DatasetShape::undictionaried_columns`] looks at: one default row group.
+/// Rows of a batch [`DatasetShape::column_encodings`] looks at: one default row group.
 const DICTIONARY_SAMPLE_ROWS: usize = 16 * 1024;
 
 fn is_flat(data_type: &ArrowType) -> bool {
@@ -130,40 +130,85 @@ fn flat_leaves(
     }
 }
 
+/// A mostly-distinct leaf is written uncompressed when LZ4 shrinks its sample's values to
+/// more than this share of their size: saving less than a fifth of the bytes, it would cost
+/// every scan of the column a decompression (timestamps and coordinates spread over their
+/// range barely compress, and decompressing them was a tenth of a Q12 scan).
+const COMPRESSED_SHARE_MAX: f64 = 0.8;
+
+/// Whether LZ4 would leave more than [`COMPRESSED_SHARE_MAX`] of `values`' bytes: their
+/// fixed-width values, or a string's characters, as the plain encoding lays them out.
+fn compresses_poorly(values: &arrow::array::ArrayRef) -> bool {
+    let data = values.to_data();
+    let bytes: &[u8] = if let Some(strings) = values.as_string_opt::<i32>() {
+        let offsets = strings.value_offsets();
+        let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+        &strings.value_data()[first..last]
+    } else if let Some(width) = values.data_type().primitive_width() {
+        let Some(buffer) = data.buffers().first() else {
+            return false;
+        };
+        let start = data.offset() * width;
+        &buffer.as_slice()[start..start + data.len() * width]
+    } else {
+        return false;
+    };
+    bytes.len() >= 64
+        && lz4_flex::block::compress(bytes).len() as f64 > COMPRESSED_SHARE_MAX * bytes.len() as f64
+}
+
+/// How the writer encodes particular columns, chosen from a sample of the rows.
+#[derive(Debug, Default)]
+pub struct ColumnEncodings {
+    /// Written without a dictionary.
+    pub undictionaried: Vec<ColumnPath>,
+    /// Written without compression.
+    pub uncompressed: Vec<ColumnPath>,
+}
+
 impl DatasetShape {
-    /// Columns to write without dictionary encoding: the key columns (unique by definition),
-    /// and the string and primitive leaves (timestamps, numbers) — top-level, in lists (friend
-    /// ids) or in nested records (screen names, coordinates) — whose values are mostly
-    /// distinct in `sample`.
-    pub fn undictionaried_columns(&self, sample: Option<&RecordBatch>) -> Vec<ColumnPath> {
-        let mut columns: Vec<ColumnPath> = self
-            .dataset_type
-            .primary_key
-            .iter()
-            .map(|name| ColumnPath::from(name.as_str()))
-            .collect();
+    /// The encodings of the columns that depart from the default (a dictionary where values
+    /// repeat, LZ4 pages):
+    /// - without a dictionary: the key columns (unique by definition), and the string and
+    ///   primitive leaves (timestamps, numbers) — top-level, in lists (friend ids) or in
+    ///   nested records (screen names, coordinates) — whose values are mostly distinct in
+    ///   `sample`;
+    /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks.
+    pub fn column_encodings(&self, sample: Option<&RecordBatch>) -> ColumnEncodings {
+        let mut encodings = ColumnEncodings {
+            undictionaried: self
+                .dataset_type
+                .primary_key
+                .iter()
+                .map(|name| ColumnPath::from(name.as_str()))
+                .collect(),
+            uncompressed: Vec::new(),
+        };
         let Some(sample) = sample.filter(|b| b.num_rows() >= 64) else {
-            return columns;
+            return encodings;
         };
         // A flush's batch is its whole memory component; the first rows tell as much.
         let sample = sample.slice(0, sample.num_rows().min(DICTIONARY_SAMPLE_ROWS));
         for (index, field) in self.schema.fields().iter().enumerate() {
-            if self.key_column_indices.contains(&index) {
-                continue;
-            }
             let mut leaves = Vec::new();
             flat_leaves(
                 &mut vec![field.name().clone()],
                 sample.column(index),
                 &mut leaves,
             );
-            columns.extend(
-                leaves
-                    .into_iter()
-                    .filter(|(values, _)| mostly_distinct(values))
-                    .map(|(_, path)| path),
-            );
+            let is_key = self.key_column_indices.contains(&index);
+            for (values, path) in leaves {
+                if !is_key && !mostly_distinct(&values) {
+                    continue;
+                }
+                if compresses_poorly(&values) {
+                    encodings.uncompressed.push(path.clone());
+                }
+                if !is_key {
+                    encodings.undictionaried.push(path);
+                }
+            }
         }
-        columns
+        encodings
     }
 }

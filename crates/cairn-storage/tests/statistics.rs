@@ -124,9 +124,11 @@ fn an_empty_dataset_has_no_bounds() {
     assert_eq!((&id.min, &id.max, id.null_count), (&None, &None, 0));
 }
 
-/// Whether each column (by dotted path) of the first row group of the first component file
-/// under `dir` (one dataset, partition 0) has a dictionary page.
-fn dictionary_columns(dir: &std::path::Path) -> impl Fn(&str) -> bool {
+/// The chunk of each column (by dotted path) in the first row group of the first component
+/// file under `dir` (one dataset, partition 0).
+fn column_chunks(
+    dir: &std::path::Path,
+) -> impl Fn(&str) -> parquet::file::metadata::ColumnChunkMetaData {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let component = std::fs::read_dir(dir.join("datasets"))
         .unwrap()
@@ -143,9 +145,15 @@ fn dictionary_columns(dir: &std::path::Path) -> impl Fn(&str) -> bool {
             .iter()
             .find(|c| c.column_path().string() == path)
             .unwrap_or_else(|| panic!("no column {path}"))
-            .dictionary_page_offset()
-            .is_some()
+            .clone()
     }
+}
+
+/// Whether each column (by dotted path) of the first row group of the first component file
+/// under `dir` (one dataset, partition 0) has a dictionary page.
+fn dictionary_columns(dir: &std::path::Path) -> impl Fn(&str) -> bool {
+    let chunk = column_chunks(dir);
+    move |path: &str| chunk(path).dictionary_page_offset().is_some()
 }
 
 /// Mostly-distinct flat columns, and lists of mostly-distinct values, are written without a
@@ -222,6 +230,45 @@ fn flushed_component(
     }
     storage.flush("d").unwrap();
     dictionary_columns(dir)
+}
+
+/// Leaves that LZ4 barely shrinks (timestamps and coordinates spread over their range) are
+/// written uncompressed, so scans need not decompress them; mostly-distinct leaves that LZ4
+/// does shrink (ids close together, text) and repetitive ones stay compressed.
+#[test]
+fn columns_that_lz4_barely_shrinks_are_written_uncompressed() {
+    use cairn_model::{DataType, Field};
+    use parquet::basic::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let fields = vec![
+        Field::new("id", DataType::Int64),
+        Field::new("at", DataType::Int64),
+        Field::new("text", DataType::String),
+        Field::new("location", DataType::Point),
+        Field::new("kind", DataType::String),
+    ];
+    // A multiplicative hash spreads `at` and the coordinates over their whole range.
+    let spread = |i: i64| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8;
+    let docs = (0..2_000i64).map(|id| {
+        let kind = ["a", "b"][id as usize % 2];
+        serde_json::json!({
+            "id": id,
+            "at": spread(id) as i64,
+            "text": format!("a message of a few repeated words, number {id}"),
+            "location": [spread(id + 1) as f64 / 7.0, spread(id + 2) as f64 / 3.0],
+            "kind": kind,
+        })
+    });
+    let has_dictionary = flushed_component(dir.path(), fields, docs);
+    assert!(!has_dictionary("at"));
+    let chunk = column_chunks(dir.path());
+    let compression = |path: &str| chunk(path).compression();
+    assert_eq!(compression("at"), Compression::UNCOMPRESSED);
+    assert_eq!(compression("location.x"), Compression::UNCOMPRESSED);
+    assert_eq!(compression("location.y"), Compression::UNCOMPRESSED);
+    assert_eq!(compression("id"), Compression::LZ4_RAW);
+    assert_eq!(compression("text"), Compression::LZ4_RAW);
+    assert_eq!(compression("kind"), Compression::LZ4_RAW);
 }
 
 /// The leaves of nested records and points are judged one by one, as top-level columns are:
