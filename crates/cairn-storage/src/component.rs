@@ -42,6 +42,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// write batch, so the batch size is the same. Chosen by bench/results/indexes.md.
 pub(crate) const DATA_PAGE_ROWS: usize = 256;
 
+/// Most bytes in a data page of a wide column, cut at a multiple of [`DATA_PAGE_WRITE_ROWS`]
+/// rows: 256 messages of BigFUN text are 33 KB, and a late read of one passing row decoded
+/// all of them. Narrow columns (256 numbers are 2 KB) still cut at [`DATA_PAGE_ROWS`].
+pub(crate) const DATA_PAGE_BYTES: usize = 8 << 10;
+
+/// Rows the writer encodes before checking a page's limits: the finest cut a wide column's
+/// page gets. A divisor of [`DATA_PAGE_ROWS`], so narrow columns still cut at exactly it.
+pub(crate) const DATA_PAGE_WRITE_ROWS: usize = 64;
+const _: () = assert!(DATA_PAGE_ROWS.is_multiple_of(DATA_PAGE_WRITE_ROWS));
+
 /// Reader options that decode the footer and skip the page index.
 fn footer_only() -> ArrowReaderOptions {
     ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip)

@@ -7,7 +7,9 @@
 //! `DatasetShape::column_encodings` finds LZ4 barely shrinks), row-group statistics, the offset
 //! index, a bloom filter on the first key column and the distinct-count sketches in the footer.
 
-use crate::component::{DATA_PAGE_ROWS, DiskComponent, parquet_error};
+use crate::component::{
+    DATA_PAGE_BYTES, DATA_PAGE_ROWS, DATA_PAGE_WRITE_ROWS, DiskComponent, parquet_error,
+};
 use crate::error::{Result, StorageError};
 use crate::shape::DatasetShape;
 use crate::sketch::{SKETCHES_KEY, Sketches};
@@ -85,7 +87,8 @@ impl ComponentWriter {
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(row_group_rows))
             .set_data_page_row_count_limit(DATA_PAGE_ROWS)
-            .set_write_batch_size(DATA_PAGE_ROWS)
+            .set_data_page_size_limit(DATA_PAGE_BYTES)
+            .set_write_batch_size(DATA_PAGE_WRITE_ROWS)
             .set_column_bloom_filter_enabled(key_path.clone(), true)
             .set_column_bloom_filter_fpp(key_path.clone(), 0.01)
             .set_column_bloom_filter_max_ndv(
