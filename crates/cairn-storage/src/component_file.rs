@@ -135,17 +135,20 @@ impl ChunkReader for ComponentFile {
 mod tests {
     use super::*;
 
-    fn caches() -> Arc<ReadCaches> {
-        Arc::new(ReadCaches::new(1 << 20, 1 << 20))
+    /// A component file holding `content`, opened, with the directory that keeps it.
+    fn file_holding(content: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, ComponentFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c1.parquet");
+        std::fs::write(&path, content).unwrap();
+        let caches = Arc::new(ReadCaches::new(1 << 20, 1 << 20));
+        let file = ComponentFile::open(&path, caches).unwrap();
+        (dir, path, file)
     }
 
     #[test]
     fn serves_the_files_bytes_and_rejects_ranges_past_its_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c1.parquet");
         let content: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &content).unwrap();
-        let file = ComponentFile::open(&path, caches()).unwrap();
+        let (_dir, _path, file) = file_holding(&content);
         assert!(matches!(file.bytes, FileBytes::Mapped(_)));
         assert_eq!(file.len(), 10_000);
         assert_eq!(file.get_bytes(100, 50).unwrap(), content[100..150]);
@@ -166,10 +169,7 @@ mod tests {
 
     #[test]
     fn an_empty_file_is_read_without_a_map() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c2.parquet");
-        std::fs::write(&path, b"").unwrap();
-        let file = ComponentFile::open(&path, caches()).unwrap();
+        let (_dir, _path, file) = file_holding(b"");
         assert!(matches!(file.bytes, FileBytes::Read(_)));
         assert!(file.get_bytes(0, 1).is_err());
         assert_eq!(file.get_bytes(0, 0).unwrap().len(), 0);
@@ -177,10 +177,7 @@ mod tests {
 
     #[test]
     fn a_mapped_file_outlives_its_unlinking() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c3.parquet");
-        std::fs::write(&path, b"merged away").unwrap();
-        let file = ComponentFile::open(&path, caches()).unwrap();
+        let (_dir, path, file) = file_holding(b"merged away");
         std::fs::remove_file(&path).unwrap();
         assert_eq!(file.get_bytes(0, 6).unwrap(), &b"merged"[..]);
     }
