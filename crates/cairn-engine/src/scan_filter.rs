@@ -177,7 +177,26 @@ fn is_cheap(expr: &Arc<dyn PhysicalExpr>) -> bool {
     if expr.downcast_ref::<Column>().is_some() || expr.downcast_ref::<Literal>().is_some() {
         return true;
     }
-    let known = expr.downcast_ref::<PhysicalBinaryExpr>().is_some()
+    // Regular-expression matches are binary expressions too, but cost a pattern per row.
+    let cheap_operator = expr
+        .downcast_ref::<PhysicalBinaryExpr>()
+        .is_some_and(|binary| {
+            let op = binary.op();
+            op.is_logic_operator()
+                || op.is_numerical_operators()
+                || matches!(
+                    op,
+                    Operator::Eq
+                        | Operator::NotEq
+                        | Operator::Lt
+                        | Operator::LtEq
+                        | Operator::Gt
+                        | Operator::GtEq
+                        | Operator::IsDistinctFrom
+                        | Operator::IsNotDistinctFrom
+                )
+        });
+    let known = cheap_operator
         || expr.downcast_ref::<CastExpr>().is_some()
         || expr.downcast_ref::<IsNullExpr>().is_some()
         || expr.downcast_ref::<IsNotNullExpr>().is_some()
@@ -412,11 +431,22 @@ mod tests {
         let ctx = SessionContext::new();
         let batch = batch(10);
         let df_schema = DFSchema::try_from(batch.schema().as_ref().clone()).unwrap();
-        let condition = datafusion::functions::expr_fn::starts_with(col("s"), lit("x"))
-            .and(col("a").lt(lit(10)));
-        let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
-        let filter = PhysicalFilter::new(expr, &batch.schema());
-        let cheap: Vec<bool> = filter.conjuncts.iter().map(|c| c.cheap).collect();
-        assert_eq!(cheap, [true, false]);
+        let cheapness = |condition: Expr| {
+            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
+            let filter = PhysicalFilter::new(expr, &batch.schema());
+            filter.conjuncts.iter().map(|c| c.cheap).collect::<Vec<_>>()
+        };
+        let starts_with_x = datafusion::functions::expr_fn::starts_with(col("s"), lit("x"));
+        assert_eq!(
+            cheapness(starts_with_x.and(col("a").lt(lit(10)))),
+            [true, false]
+        );
+        // A regular-expression match is a binary expression, but not a cheap one.
+        let matches_x = Expr::BinaryExpr(BinaryExpr::new(
+            Box::new(col("s")),
+            Operator::RegexMatch,
+            Box::new(lit("^x")),
+        ));
+        assert_eq!(cheapness(matches_x.and(col("a").gt(lit(1)))), [true, false]);
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! Layout of a component file (`p<partition>/c<id>.parquet`): the dataset's Arrow schema
 //! (cairn-model's mapping), rows sorted by key, row groups of at most `row_group_rows` rows, LZ4
-//! pages (plain ones for columns LZ4 barely shrinks), dictionary encoding where values repeat, row-group statistics, the offset index (page
-//! locations), a bloom filter on the first key column, and the sort order recorded in the footer
-//! (component_writer.rs writes it). The file never changes after it is written; which of its
-//! rows are still live is said by its deletion vector.
+//! pages (plain ones for columns LZ4 barely shrinks) of at most [`DATA_PAGE_ROWS`] rows and
+//! about [`DATA_PAGE_BYTES`], dictionary encoding where values repeat, row-group statistics,
+//! the offset index (page locations), a bloom filter on the first key column, and the sort
+//! order recorded in the footer (component_writer.rs writes it). The file never changes after
+//! it is written; which of its rows are still live is said by its deletion vector.
 
 use crate::cache::ByteLru;
 use crate::chunk_buffers::BufferedChunks;
@@ -38,8 +39,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Most rows in a data page. Small pages let a read of a few rows an index names decode only
-/// the pages that hold them (the page index locates them); the writer enforces the limit per
-/// write batch, so the batch size is the same. Chosen by bench/results/indexes.md.
+/// the pages that hold them (the page index locates them); the writer checks the limit every
+/// [`DATA_PAGE_WRITE_ROWS`] rows, a divisor of it. Chosen by bench/results/indexes.md.
 pub(crate) const DATA_PAGE_ROWS: usize = 256;
 
 /// Most bytes in a data page of a wide column, cut at a multiple of [`DATA_PAGE_WRITE_ROWS`]

@@ -139,22 +139,25 @@ const COMPRESSED_SHARE_MAX: f64 = 0.8;
 /// Whether LZ4 would leave more than [`COMPRESSED_SHARE_MAX`] of `values`' bytes: their
 /// fixed-width values, or a string's characters, as the plain encoding lays them out.
 fn compresses_poorly(values: &arrow::array::ArrayRef) -> bool {
-    let data = values.to_data();
-    let bytes: &[u8] = if let Some(strings) = values.as_string_opt::<i32>() {
+    let poorly = |bytes: &[u8]| {
+        bytes.len() >= 64
+            && lz4_flex::block::compress(bytes).len() as f64
+                > COMPRESSED_SHARE_MAX * bytes.len() as f64
+    };
+    if let Some(strings) = values.as_string_opt::<i32>() {
         let offsets = strings.value_offsets();
         let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
-        &strings.value_data()[first..last]
-    } else if let Some(width) = values.data_type().primitive_width() {
-        let Some(buffer) = data.buffers().first() else {
-            return false;
-        };
-        let start = data.offset() * width;
-        &buffer.as_slice()[start..start + data.len() * width]
-    } else {
+        return poorly(&strings.value_data()[first..last]);
+    }
+    let Some(width) = values.data_type().primitive_width() else {
         return false;
     };
-    bytes.len() >= 64
-        && lz4_flex::block::compress(bytes).len() as f64 > COMPRESSED_SHARE_MAX * bytes.len() as f64
+    let data = values.to_data();
+    let Some(buffer) = data.buffers().first() else {
+        return false;
+    };
+    let start = data.offset() * width;
+    poorly(&buffer.as_slice()[start..start + data.len() * width])
 }
 
 /// How the writer encodes particular columns, chosen from a sample of the rows.
