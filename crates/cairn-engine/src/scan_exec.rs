@@ -342,11 +342,12 @@ impl DatasetScanExec {
                 Ok(())
             }),
             Access::Full { request, .. } => {
-                let (pruned, skipped, found_empty, read_late) = (
+                let (pruned, skipped, found_empty, read_late, tested_stored) = (
                     counter("row_groups_pruned"),
                     counter("units_skipped"),
                     counter("units_found_empty"),
                     counter("rows_read_late"),
+                    counter("rows_tested_stored"),
                 );
                 builder.spawn_blocking(move || {
                     let request = ScanRequest {
@@ -370,6 +371,7 @@ impl DatasetScanExec {
                     skipped.add(scan.units_skipped as usize);
                     found_empty.add(scan.units_found_empty as usize);
                     read_late.add(scan.rows_read_late as usize);
+                    tested_stored.add(scan.rows_tested_stored as usize);
                     Ok(())
                 })
             }

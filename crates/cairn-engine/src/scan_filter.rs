@@ -11,14 +11,14 @@ use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
 use cairn_storage::predicate_cache::{Atom, Predicate, RangeBound};
 use cairn_storage::secondary_index::field_type;
-use cairn_storage::{RowFilter, ScanFilter};
+use cairn_storage::{ColumnComparison, ComparisonOp, RowFilter, ScanFilter};
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{DataType as ArrowType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType as ArrowType, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::DFSchema;
 use datafusion::common::tree_node::TreeNode;
+use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::logical_expr::expr::{Between, InList};
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::utils::conjunction;
@@ -99,6 +99,8 @@ struct PhysicalFilter {
     /// The columns `expr` reads (positions in its schema, ascending) and `expr` over a
     /// schema of just those, when they are not all of its schema's columns.
     narrowed: Option<(Vec<usize>, Box<PhysicalFilter>)>,
+    /// `expr` as comparisons of columns with constants, when it is exactly that.
+    comparisons: Option<Vec<ColumnComparison>>,
 }
 
 struct Conjunct {
@@ -125,16 +127,17 @@ impl PhysicalFilter {
             .then(|| {
                 let narrow_schema = schema.project(&columns).ok()?;
                 let narrow_expr = reassign_expr_columns(expr.clone(), &narrow_schema).ok()?;
-                Some((columns, Box::new(PhysicalFilter::unnarrowed(narrow_expr))))
+                let narrow = PhysicalFilter::unnarrowed(narrow_expr, &narrow_schema);
+                Some((columns, Box::new(narrow)))
             })
             .flatten();
         PhysicalFilter {
             narrowed,
-            ..PhysicalFilter::unnarrowed(expr)
+            ..PhysicalFilter::unnarrowed(expr, schema)
         }
     }
 
-    fn unnarrowed(expr: Arc<dyn PhysicalExpr>) -> PhysicalFilter {
+    fn unnarrowed(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> PhysicalFilter {
         let mut conjuncts: Vec<Conjunct> = split_conjunction(&expr)
             .into_iter()
             .map(|conjunct| Conjunct {
@@ -144,10 +147,15 @@ impl PhysicalFilter {
             .collect();
         // Stable: conjuncts of one kind keep the query's order.
         conjuncts.sort_by_key(|conjunct| !conjunct.cheap);
+        let comparisons = conjuncts
+            .iter()
+            .map(|conjunct| column_comparison(&conjunct.expr, schema))
+            .collect();
         PhysicalFilter {
             expr,
             conjuncts,
             narrowed: None,
+            comparisons,
         }
     }
 
@@ -169,6 +177,50 @@ impl PhysicalFilter {
             None => answers.values().clone(),
         })
     }
+}
+
+/// `expr` as `column op constant` (either way round), when it compares a column of `schema`
+/// with a non-null constant of the column's type: an integer, date or timestamp.
+fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<ColumnComparison> {
+    let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
+    let (left, right) = (binary.left(), binary.right());
+    let (column, literal, column_on_left) = match (
+        left.downcast_ref::<Column>(),
+        right.downcast_ref::<Literal>(),
+        left.downcast_ref::<Literal>(),
+        right.downcast_ref::<Column>(),
+    ) {
+        (Some(column), Some(literal), _, _) => (column, literal, true),
+        (_, _, Some(literal), Some(column)) => (column, literal, false),
+        _ => return None,
+    };
+    let op = match (binary.op(), column_on_left) {
+        (Operator::Eq, _) => ComparisonOp::Eq,
+        (Operator::Lt, true) | (Operator::Gt, false) => ComparisonOp::Lt,
+        (Operator::LtEq, true) | (Operator::GtEq, false) => ComparisonOp::LtEq,
+        (Operator::Gt, true) | (Operator::Lt, false) => ComparisonOp::Gt,
+        (Operator::GtEq, true) | (Operator::LtEq, false) => ComparisonOp::GtEq,
+        _ => return None,
+    };
+    let column_type = schema.fields().get(column.index())?.data_type();
+    let constant = literal.value();
+    if &constant.data_type() != column_type {
+        return None;
+    }
+    let value = match constant {
+        ScalarValue::Int64(Some(v))
+        | ScalarValue::TimestampSecond(Some(v), _)
+        | ScalarValue::TimestampMillisecond(Some(v), _)
+        | ScalarValue::TimestampMicrosecond(Some(v), _)
+        | ScalarValue::TimestampNanosecond(Some(v), _) => *v,
+        ScalarValue::Int32(Some(v)) | ScalarValue::Date32(Some(v)) => *v as i64,
+        _ => return None,
+    };
+    Some(ColumnComparison {
+        position: column.index(),
+        op,
+        value,
+    })
 }
 
 /// Whether `expr` is made only of columns, literals, casts, null tests, negations and
@@ -245,6 +297,10 @@ impl RowFilter for PhysicalFilter {
     fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
         let (columns, narrow) = self.narrowed.as_ref()?;
         Some((columns, narrow.as_ref()))
+    }
+
+    fn comparisons(&self) -> Option<&[ColumnComparison]> {
+        self.comparisons.as_deref()
     }
 }
 
@@ -448,5 +504,54 @@ mod tests {
             Box::new(lit("^x")),
         ));
         assert_eq!(cheapness(matches_x.and(col("a").gt(lit(1)))), [true, false]);
+    }
+
+    #[test]
+    fn comparisons_of_columns_with_constants_of_their_type_are_offered_to_the_scan() {
+        let ctx = SessionContext::new();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", ArrowType::Int64, true),
+            Field::new("s", ArrowType::Utf8, false),
+            Field::new("d", ArrowType::Date32, false),
+        ]));
+        let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
+        let comparisons = |condition: Expr| {
+            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
+            PhysicalFilter::new(expr, &schema)
+                .comparisons()
+                .map(<[_]>::to_vec)
+        };
+        let at = |position, op, value| ColumnComparison {
+            position,
+            op,
+            value,
+        };
+        let day = |days: i32| lit(ScalarValue::Date32(Some(days)));
+        // Either way round; a date as its days.
+        assert_eq!(
+            comparisons(col("a").gt_eq(lit(40i64)).and(lit(45i64).gt(col("a")))),
+            Some(vec![
+                at(0, ComparisonOp::GtEq, 40),
+                at(0, ComparisonOp::Lt, 45)
+            ])
+        );
+        assert_eq!(
+            comparisons(col("d").eq(day(-3)).and(col("a").lt_eq(lit(7i64)))),
+            Some(vec![
+                at(2, ComparisonOp::Eq, -3),
+                at(0, ComparisonOp::LtEq, 7)
+            ])
+        );
+        // Not just comparisons with constants: decoded and evaluated as before.
+        let starts_with_x = datafusion::functions::expr_fn::starts_with(col("s"), lit("x"));
+        assert_eq!(comparisons(col("a").gt(lit(1i64)).and(starts_with_x)), None);
+        assert_eq!(comparisons(col("a").not_eq(lit(1i64))), None);
+        assert_eq!(comparisons(col("s").eq(lit("x"))), None);
+        assert_eq!(
+            comparisons(col("a").eq(lit(ScalarValue::Int64(None)))),
+            None
+        );
+        // A constant of another type compares through a cast.
+        assert_eq!(comparisons(col("a").lt(lit(2.5f64))), None);
     }
 }

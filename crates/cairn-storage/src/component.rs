@@ -370,6 +370,14 @@ impl DiskComponent {
         )
     }
 
+    /// `length` bytes of the file from `start`: a view of the mapped file where it is mapped.
+    pub(crate) fn file_bytes(&self, start: u64, length: usize) -> Result<bytes::Bytes> {
+        use parquet::file::reader::ChunkReader;
+        self.file
+            .get_bytes(start, length)
+            .map_err(|e| parquet_error(&self.path, e))
+    }
+
     fn cached_metadata(
         &self,
         kind: CachedKind,

@@ -59,7 +59,10 @@ pub use bulk_load::{InputFormat, LoadReport};
 pub use dataset::{BatchVisibility, WriteOp, WriteReceipt};
 pub use error::{Result, StorageError};
 pub use options::{Durability, StorageOptions};
-pub use scan::{ColumnRange, PartitionScan, RowFilter, ScanFilter, ScanRequest, collect_parallel};
+pub use scan::{
+    ColumnComparison, ColumnRange, ComparisonOp, PartitionScan, RowFilter, ScanFilter, ScanRequest,
+    collect_parallel,
+};
 pub use secondary_index::{IndexDefinition, IndexKind, IndexRange};
 pub use statistics::{ColumnSummaries, ColumnSummary, PartitionSummary};
 pub use storage::{DatasetStats, Storage};

@@ -23,6 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 
 mod row_group_read;
+mod stored_comparisons;
 
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
@@ -48,6 +49,33 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
         None
     }
+
+    /// The condition as comparisons of columns with constants that a row must all pass, when
+    /// it is exactly that and every constant has its column's type. A scan may then test the
+    /// values where they are stored instead of decoding them. `None` (the default) otherwise.
+    fn comparisons(&self) -> Option<&[ColumnComparison]> {
+        None
+    }
+}
+
+/// `column op value`: a comparison of the column at `position` (in the batches a
+/// [`RowFilter`] receives) with a constant of the column's type, as a whole number — the
+/// value of an integer, the days of a date, the ticks of a timestamp in its unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnComparison {
+    pub position: usize,
+    pub op: ComparisonOp,
+    pub value: i64,
+}
+
+/// The comparison of a [`ColumnComparison`], with the column on the left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComparisonOp {
+    Eq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
 }
 
 /// A scan's filter, with its predicate-cache form when the scan may use the cache.
@@ -106,6 +134,9 @@ pub struct PartitionScan {
     /// Rows of disk components whose columns outside the filter were decoded only after they
     /// passed it (late materialization).
     pub rows_read_late: u64,
+    /// Rows of disk components whose filter was tested on the stored values, without
+    /// decoding their pages (see stored_comparisons.rs).
+    pub rows_tested_stored: u64,
 }
 
 /// Inclusive bounds on the leading key column (`None` = open).
@@ -328,6 +359,7 @@ impl Dataset {
                 units_skipped: 0,
                 units_found_empty: 0,
                 rows_read_late: 0,
+                rows_tested_stored: 0,
             })
         }
     }

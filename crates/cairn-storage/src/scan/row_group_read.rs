@@ -3,6 +3,7 @@
 //! (late materialization) — with deleted rows dropped and the units holding a match noted for
 //! the predicate cache.
 
+use super::stored_comparisons::StoredComparisons;
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
@@ -17,10 +18,19 @@ impl PartitionScan {
     /// Decodes every projected column of the selected rows at once, then filters them,
     /// marking in `matched` the units holding a passing row.
     pub(super) fn read_together(
-        &self,
+        &mut self,
         read: SelectedRows<'_>,
         matched: &mut [bool],
     ) -> Result<Vec<RecordBatch>> {
+        let comparisons = self.filter.as_ref().and_then(|f| f.rows.comparisons());
+        if let (Some(comparisons), Some(projection)) = (comparisons, &self.projection)
+            && let Some(stored) =
+                StoredComparisons::new(read.component, read.row_group, projection, comparisons)?
+        {
+            self.rows_tested_stored += read.rows();
+            let passed = read.live_passing(&stored, matched);
+            return Ok(vec![stored.gather(&passed)?]);
+        }
         let mut out = Vec::new();
         for (batch, offsets) in read.read_live(self.projection.as_deref())? {
             out.push(match self.evaluate(&batch)? {
@@ -60,16 +70,38 @@ impl PartitionScan {
             .map(dataset_column)
             .collect();
 
-        // Per batch read, the filter's columns of its passing rows; and every passing row's
-        // offset, in order.
+        let stored = match narrow.comparisons() {
+            Some(comparisons) => StoredComparisons::new(
+                read.component,
+                read.row_group,
+                &filter_dataset,
+                comparisons,
+            )?,
+            None => None,
+        };
+        // The filter's columns of the passing rows, in parts: one per batch decoded (each
+        // batch of the other columns read below for the same selection joins its part), or
+        // one for the whole row group when the filter was tested on the stored values. And
+        // every passing row's offset, in order.
         let mut passed_parts = Vec::new();
         let (mut passed_offsets, mut rows_read) = (Vec::new(), 0);
-        for (batch, offsets) in read.read_live(Some(&filter_dataset))? {
-            rows_read += batch.num_rows();
-            let mask = self.evaluate_with(narrow, &batch)?;
-            note_matches(&mask, &offsets, matched);
-            passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
-            passed_parts.push(arrow::compute::filter_record_batch(&batch, &mask)?);
+        let parts_by_batch = stored.is_none();
+        match &stored {
+            Some(stored) => {
+                rows_read = read.rows() as usize;
+                self.rows_tested_stored += read.rows();
+                passed_offsets = read.live_passing(stored, matched);
+                passed_parts.push(stored.gather(&passed_offsets)?);
+            }
+            None => {
+                for (batch, offsets) in read.read_live(Some(&filter_dataset))? {
+                    rows_read += batch.num_rows();
+                    let mask = self.evaluate_with(narrow, &batch)?;
+                    note_matches(&mask, &offsets, matched);
+                    passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
+                    passed_parts.push(arrow::compute::filter_record_batch(&batch, &mask)?);
+                }
+            }
         }
         if passed_offsets.is_empty() {
             return Ok(Vec::new());
@@ -107,28 +139,41 @@ impl PartitionScan {
                 _ => return Err(mismatch()),
             }
         } else {
-            // The same selection read in the same batch size comes back in the same batches,
-            // so each batch's passing rows join the filter's columns read with them.
             let others = read.read_offsets(Some(&other_dataset))?;
-            if others.len() != passed_parts.len() {
-                return Err(mismatch());
-            }
             let mut next_passed = passed_offsets.iter().peekable();
-            let mut out = Vec::with_capacity(others.len());
-            for (passed, (others, offsets)) in passed_parts.iter().zip(others) {
+            let mut kept = Vec::with_capacity(others.len());
+            for (others, offsets) in others {
                 let keep: BooleanArray = offsets
                     .iter()
                     .map(|offset| Some(next_passed.next_if_eq(&offset).is_some()))
                     .collect();
-                let others = arrow::compute::filter_record_batch(&others, &keep)?;
-                if others.num_rows() != passed.num_rows() {
+                kept.push(arrow::compute::filter_record_batch(&others, &keep)?);
+            }
+            if parts_by_batch {
+                // The same selection read in the same batch size comes back in the same
+                // batches, so each batch's passing rows join the filter's columns read with
+                // them.
+                if kept.len() != passed_parts.len() {
                     return Err(mismatch());
                 }
-                if passed.num_rows() > 0 {
-                    out.push(joined(passed, &others)?);
+                let mut out = Vec::with_capacity(kept.len());
+                for (passed, others) in passed_parts.iter().zip(&kept) {
+                    if others.num_rows() != passed.num_rows() {
+                        return Err(mismatch());
+                    }
+                    if passed.num_rows() > 0 {
+                        out.push(joined(passed, others)?);
+                    }
+                }
+                out
+            } else {
+                match (concat_parts(passed_parts)?, concat_parts(kept)?) {
+                    (Some(passed), Some(others)) if passed.num_rows() == others.num_rows() => {
+                        vec![joined(&passed, &others)?]
+                    }
+                    _ => return Err(mismatch()),
                 }
             }
-            out
         };
         self.rows_read_late += passed_offsets.len() as u64;
         Ok(out)
@@ -237,6 +282,24 @@ impl SelectedRows<'_> {
                 Ok((batch, offsets))
             })
             .collect()
+    }
+
+    /// How many rows are selected, deleted ones included.
+    fn rows(&self) -> u64 {
+        self.runs.iter().map(|&(_, rows)| rows).sum()
+    }
+
+    /// The offsets of the selected live rows that pass `stored`, in order, marking in
+    /// `matched` the units holding one.
+    fn live_passing(&self, stored: &StoredComparisons, matched: &mut [bool]) -> Vec<u64> {
+        let mut passed = stored.passing(&self.runs);
+        if !self.deleted.is_empty() {
+            passed.retain(|&offset| !self.deleted.contains(self.first_row + offset));
+        }
+        for &offset in &passed {
+            matched[(offset / SKIP_UNIT_ROWS) as usize] = true;
+        }
+        passed
     }
 
     /// `batch`, whose rows sit at `offsets` of the row group, without its deleted rows.

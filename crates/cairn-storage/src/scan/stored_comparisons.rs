@@ -1,0 +1,322 @@
+//! Testing a scan's filter on the stored bytes of plain pages. When the filter is a
+//! conjunction of comparisons of fixed-width columns with constants, and those columns' chunks
+//! in a row group are plain, uncompressed and free of nulls, each value is compared where it
+//! lies in the (mapped) file: no page is decoded into an array, and only the passing rows'
+//! values are gathered.
+//!
+//! A page's values are then its last `rows × width` bytes: the offset index gives every
+//! page's position, its size including the header, and its first row, and a plain page of a
+//! flat column without nulls ends in its values, whatever definition levels precede them.
+
+use super::{ColumnComparison, ComparisonOp};
+use crate::component::DiskComponent;
+use crate::error::{Result, StorageError};
+use arrow::array::{ArrayData, ArrayRef, RecordBatch, make_array};
+use arrow::buffer::{BooleanBuffer, Buffer};
+use arrow::datatypes::{DataType, Schema};
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use parquet::basic::{Compression, Encoding, Type as PhysicalType};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// One page of a [`PlainChunk`]: its rows, and where its values start in the chunk's bytes.
+#[derive(Debug, Clone, Copy)]
+struct PlainPage {
+    first_row: u64,
+    rows: u64,
+    values_start: usize,
+}
+
+/// A filter column's chunk in one row group, read in place.
+#[derive(Debug)]
+struct PlainChunk {
+    bytes: Bytes,
+    /// Bytes per value: 4 or 8.
+    width: usize,
+    /// Ascending; together they hold every row of the row group.
+    pages: Vec<PlainPage>,
+    arrow_type: DataType,
+}
+
+impl PlainChunk {
+    /// The pages holding rows `start..end`, each with the part of them in it (as offsets into
+    /// the page).
+    fn segments(
+        &self,
+        start: u64,
+        end: u64,
+    ) -> impl Iterator<Item = (&PlainPage, std::ops::Range<usize>)> {
+        let first = self
+            .pages
+            .partition_point(|page| page.first_row + page.rows <= start);
+        self.pages[first..]
+            .iter()
+            .take_while(move |page| page.first_row < end)
+            .map(move |page| {
+                let from = start.max(page.first_row) - page.first_row;
+                let to = end.min(page.first_row + page.rows) - page.first_row;
+                (page, from as usize..to as usize)
+            })
+    }
+}
+
+/// The inclusive bounds the comparisons on one column put on its values; `None` when no value
+/// can satisfy them all.
+fn bounds_of<'a>(comparisons: impl Iterator<Item = &'a ColumnComparison>) -> Option<(i64, i64)> {
+    let (mut low, mut high) = (i64::MIN as i128, i64::MAX as i128);
+    for comparison in comparisons {
+        let value = comparison.value as i128;
+        match comparison.op {
+            ComparisonOp::Eq => (low, high) = (low.max(value), high.min(value)),
+            ComparisonOp::Lt => high = high.min(value - 1),
+            ComparisonOp::LtEq => high = high.min(value),
+            ComparisonOp::Gt => low = low.max(value + 1),
+            ComparisonOp::GtEq => low = low.max(value),
+        }
+    }
+    (low <= high).then_some((low as i64, high as i64))
+}
+
+/// A filter of column comparisons over one row group, tested on its stored values.
+#[derive(Debug)]
+pub(super) struct StoredComparisons {
+    /// Per filter column, in the filter's order: its chunk, and the bounds the filter puts
+    /// on it (`None` for a column the filter reads but does not bound).
+    columns: Vec<(PlainChunk, Option<(i64, i64)>)>,
+    /// Some column's comparisons exclude every value.
+    unsatisfiable: bool,
+    schema: Arc<Schema>,
+}
+
+impl StoredComparisons {
+    /// The filter `comparisons` over the dataset columns `columns` (the filter's positions
+    /// name them) in `row_group` of `component`; `None` when some column is not stored in a
+    /// form tested in place there.
+    pub(super) fn new(
+        component: &DiskComponent,
+        row_group: usize,
+        columns: &[usize],
+        comparisons: &[ColumnComparison],
+    ) -> Result<Option<StoredComparisons>> {
+        if comparisons.iter().any(|c| c.position >= columns.len()) {
+            return Ok(None);
+        }
+        let metadata = component.paged_metadata()?;
+        let mut chunks = Vec::with_capacity(columns.len());
+        let mut unsatisfiable = false;
+        for (position, &column) in columns.iter().enumerate() {
+            let Some(chunk) = plain_chunk(component, &metadata, row_group, column)? else {
+                return Ok(None);
+            };
+            let on_column = comparisons.iter().filter(|c| c.position == position);
+            let bounds = if on_column.clone().next().is_some() {
+                let bounds = bounds_of(on_column);
+                unsatisfiable |= bounds.is_none();
+                bounds
+            } else {
+                None
+            };
+            chunks.push((chunk, bounds));
+        }
+        let schema = Arc::new(metadata.schema().project(columns)?);
+        Ok(Some(StoredComparisons {
+            columns: chunks,
+            unsatisfiable,
+            schema,
+        }))
+    }
+
+    /// The offsets of the rows within `runs` (ascending (offset, rows) runs of the row group)
+    /// that pass, in order.
+    pub(super) fn passing(&self, runs: &VecDeque<(u64, u64)>) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.unsatisfiable {
+            return out;
+        }
+        for &(start, rows) in runs {
+            let mut passing: Option<BooleanBuffer> = None;
+            for (chunk, bounds) in &self.columns {
+                let Some((low, high)) = *bounds else {
+                    continue;
+                };
+                // x in [low, high] as one unsigned comparison, which vectorizes.
+                let span = high.wrapping_sub(low) as u64;
+                let within = |value: i64| (value.wrapping_sub(low) as u64) <= span;
+                let mut bits = arrow::array::BooleanBufferBuilder::new(rows as usize);
+                for (page, part) in chunk.segments(start, start + rows) {
+                    let values = &chunk.bytes[page.values_start + part.start * chunk.width
+                        ..page.values_start + part.end * chunk.width];
+                    let answers = match chunk.width {
+                        8 => test_values::<8>(values, |v| within(i64::from_le_bytes(*v))),
+                        _ => test_values::<4>(values, |v| within(i32::from_le_bytes(*v) as i64)),
+                    };
+                    bits.append_buffer(&answers);
+                }
+                let bits = bits.finish();
+                passing = Some(match passing {
+                    Some(so_far) => &so_far & &bits,
+                    None => bits,
+                });
+            }
+            match passing {
+                Some(bits) => out.extend(bits.set_indices().map(|row| start + row as u64)),
+                None => out.extend(start..start + rows),
+            }
+        }
+        out
+    }
+
+    /// The filter columns' values at `offsets` (ascending offsets of the row group), as a
+    /// batch of the columns a decoding read returns.
+    pub(super) fn gather(&self, offsets: &[u64]) -> Result<RecordBatch> {
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
+        for (chunk, _) in &self.columns {
+            // The value bytes of each offset's row, in order.
+            let mut pages = chunk.pages.iter().peekable();
+            let mut stored = offsets.iter().map(|&offset| {
+                while pages
+                    .next_if(|page| page.first_row + page.rows <= offset)
+                    .is_some()
+                {}
+                let page = pages.peek().expect("an offset within the row group");
+                let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
+                &chunk.bytes[at..at + chunk.width]
+            });
+            // Typed, so that the buffer has the values' alignment.
+            let values = match chunk.width {
+                8 => Buffer::from_vec(
+                    (&mut stored)
+                        .map(|v| i64::from_le_bytes(v.try_into().expect("8 bytes")))
+                        .collect::<Vec<i64>>(),
+                ),
+                _ => Buffer::from_vec(
+                    (&mut stored)
+                        .map(|v| i32::from_le_bytes(v.try_into().expect("4 bytes")))
+                        .collect::<Vec<i32>>(),
+                ),
+            };
+            let data = ArrayData::builder(chunk.arrow_type.clone())
+                .len(offsets.len())
+                .add_buffer(values)
+                .build()?;
+            arrays.push(make_array(data));
+        }
+        Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
+    }
+}
+
+/// `test` applied to each `W`-byte value of `values`, as bits. Written a word of 64 values
+/// at a time so that the compiler vectorizes the tests.
+fn test_values<const W: usize>(values: &[u8], test: impl Fn(&[u8; W]) -> bool) -> BooleanBuffer {
+    let rows = values.len() / W;
+    let mut words: Vec<u64> = Vec::with_capacity(rows.div_ceil(64));
+    let pack = |block: &[u8]| {
+        let mut word = 0u64;
+        for (bit, value) in block.chunks_exact(W).enumerate() {
+            let value: &[u8; W] = value.try_into().expect("W bytes");
+            word |= (test(value) as u64) << bit;
+        }
+        word
+    };
+    let mut blocks = values.chunks_exact(64 * W);
+    words.extend((&mut blocks).map(pack));
+    if !blocks.remainder().is_empty() {
+        words.push(pack(blocks.remainder()));
+    }
+    BooleanBuffer::new(Buffer::from_vec(words), 0, rows)
+}
+
+/// Column `column` (of the dataset schema) of `row_group` as a [`PlainChunk`], when it is a
+/// flat 32- or 64-bit integer, date or timestamp column whose chunk there is plain,
+/// uncompressed and without nulls, with page locations that fit the chunk.
+fn plain_chunk(
+    component: &DiskComponent,
+    metadata: &ArrowReaderMetadata,
+    row_group: usize,
+    column: usize,
+) -> Result<Option<PlainChunk>> {
+    let Some(field) = metadata.schema().fields().get(column) else {
+        return Ok(None);
+    };
+    let (width, physical) = match field.data_type() {
+        DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
+        DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
+        _ => return Ok(None),
+    };
+    let schema = metadata.parquet_schema();
+    let leaf = (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column);
+    let Some(leaf) = leaf else {
+        return Ok(None);
+    };
+    let descriptor = schema.column(leaf);
+    let footer = metadata.metadata();
+    let Some(group) = footer.row_groups().get(row_group) else {
+        return Ok(None);
+    };
+    let chunk = group.column(leaf);
+    let plain = descriptor.path().parts().len() == 1
+        && descriptor.max_rep_level() == 0
+        && chunk.column_type() == physical
+        && chunk.compression() == Compression::UNCOMPRESSED
+        && chunk.dictionary_page_offset().is_none()
+        && chunk
+            .encodings()
+            .all(|e| matches!(e, Encoding::PLAIN | Encoding::RLE))
+        && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
+    let locations = footer
+        .offset_index()
+        .and_then(|index| index.get(row_group))
+        .and_then(|columns| columns.get(leaf))
+        .map(|index| index.page_locations());
+    let (Some(locations), true) = (locations, plain) else {
+        return Ok(None);
+    };
+    let (chunk_start, chunk_length) = chunk.byte_range();
+    let group_rows = group.num_rows().max(0) as u64;
+    let mut pages = Vec::with_capacity(locations.len());
+    for (index, location) in locations.iter().enumerate() {
+        let first_row = location.first_row_index.max(0) as u64;
+        let end_row = locations
+            .get(index + 1)
+            .map_or(group_rows, |next| next.first_row_index.max(0) as u64);
+        let page_end = (location.offset.max(0) as u64
+            + location.compressed_page_size.max(0) as u64)
+            .checked_sub(chunk_start);
+        let values_bytes = end_row.saturating_sub(first_row) * width as u64;
+        let expected_first = pages
+            .last()
+            .map_or(0, |page: &PlainPage| page.first_row + page.rows);
+        match page_end {
+            Some(page_end)
+                if first_row == expected_first
+                    && end_row > first_row
+                    && page_end <= chunk_length
+                    && values_bytes <= location.compressed_page_size.max(0) as u64 =>
+            {
+                pages.push(PlainPage {
+                    first_row,
+                    rows: end_row - first_row,
+                    values_start: (page_end - values_bytes) as usize,
+                });
+            }
+            _ => return Ok(None),
+        }
+    }
+    if pages.last().map_or(0, |page| page.first_row + page.rows) != group_rows {
+        return Ok(None);
+    }
+    let bytes = component.file_bytes(chunk_start, chunk_length as usize)?;
+    if bytes.len() as u64 != chunk_length {
+        return Err(StorageError::corrupt(
+            &component.path,
+            format!("row group {row_group} column chunk {leaf} is cut short"),
+        ));
+    }
+    Ok(Some(PlainChunk {
+        bytes,
+        width,
+        pages,
+        arrow_type: field.data_type().clone(),
+    }))
+}
