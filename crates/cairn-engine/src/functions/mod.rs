@@ -33,6 +33,7 @@ macro_rules! scalar_function {
 }
 
 mod args;
+pub mod ordered_array_agg;
 pub mod spatial;
 pub mod text;
 
@@ -48,11 +49,13 @@ pub fn all() -> Vec<ScalarUDF> {
     functions
 }
 
-/// Registers every Cairn scalar function with `ctx`, replacing any same-named function.
+/// Registers every Cairn scalar function with `ctx`, replacing any same-named function, and
+/// Cairn's `array_agg` (DataFusion's, with a groups accumulator for ordered calls).
 pub fn register_all(ctx: &SessionContext) {
     for function in all() {
         ctx.register_udf(function);
     }
+    ctx.register_udaf(ordered_array_agg::ordered_array_agg());
 }
 
 #[cfg(test)]
