@@ -152,14 +152,14 @@ fn v_of(id: i64) -> i64 {
     id * 37 % 4999
 }
 
-#[test]
-fn late_reads_answer_as_reading_every_column_does_in_any_projection_order() {
-    let dir = tempfile::tempdir().unwrap();
+/// Items 0..7000 with `v` from `v_of`, flushed to components of 3000-row row groups in two
+/// partitions, then every eleventh deleted.
+fn items_flushed(dir: &std::path::Path, v_of: fn(i64) -> i64) -> cairn_storage::Storage {
     let options = StorageOptions {
         row_group_rows: 3000,
         ..test_options()
     };
-    let storage = open_items_with(dir.path(), options, 2);
+    let storage = open_items_with(dir, options, 2);
     storage
         .write(
             "items",
@@ -172,6 +172,13 @@ fn late_reads_answer_as_reading_every_column_does_in_any_projection_order() {
     for id in (0..7000).filter(|id| id % 11 == 0) {
         storage.delete("items", Key::int(id)).unwrap();
     }
+    storage
+}
+
+#[test]
+fn late_reads_answer_as_reading_every_column_does_in_any_projection_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = items_flushed(dir.path(), v_of);
     // (id, v, name, tags) in schema order and scrambled; v's position moves with it.
     for (projection, v_position) in [(vec![0, 1, 2, 3], 1), (vec![3, 2, 1, 0], 2)] {
         for (lower, upper) in [(5, 6), (0, 2500), (10_000, 20_000)] {
@@ -202,23 +209,7 @@ fn spread_v(id: i64) -> i64 {
 #[test]
 fn comparisons_tested_on_stored_values_answer_as_decoding_does() {
     let dir = tempfile::tempdir().unwrap();
-    let options = StorageOptions {
-        row_group_rows: 3000,
-        ..test_options()
-    };
-    let storage = open_items_with(dir.path(), options, 2);
-    storage
-        .write(
-            "items",
-            (0..7000)
-                .map(|id| WriteOp::Insert(item(id, spread_v(id))))
-                .collect(),
-        )
-        .unwrap();
-    storage.flush("items").unwrap();
-    for id in (0..7000).filter(|id| id % 11 == 0) {
-        storage.delete("items", Key::int(id)).unwrap();
-    }
+    let storage = items_flushed(dir.path(), spread_v);
     let one = spread_v(4321);
     let bounds = [
         (one, one + 1),              // a single row
