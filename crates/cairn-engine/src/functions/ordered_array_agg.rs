@@ -17,7 +17,7 @@ use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::compute::{SortOptions, interleave};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
-use datafusion::common::{Result, internal_err};
+use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::functions_aggregate::array_agg::ArrayAgg;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::AggregateOrderSensitivity;
@@ -217,7 +217,15 @@ impl OrderedArrayAggGroups {
         if keys.len() != self.key_fields.len() || keys.iter().any(|k| k.len() != values.len()) {
             return internal_err!("array_agg got ordering keys that do not match its values");
         }
-        let batch = u32::try_from(self.values.len()).expect("fewer than 2^32 batches");
+        let too_many = |what: &str| {
+            DataFusionError::ResourcesExhausted(format!(
+                "array_agg with ORDER BY holds at most 2^32 {what}"
+            ))
+        };
+        let batch = u32::try_from(self.values.len()).map_err(|_| too_many("batches"))?;
+        if u32::try_from(values.len()).is_err() {
+            return Err(too_many("rows in a batch"));
+        }
         let before = self.entries.len();
         for row in 0..values.len() {
             if self.ignore_nulls && values.is_null(row) {
@@ -225,9 +233,10 @@ impl OrderedArrayAggGroups {
             }
             if let Some(group) = take(row) {
                 self.entries.push(Entry {
-                    group: u32::try_from(group).expect("fewer than 2^32 groups"),
+                    group: u32::try_from(group).map_err(|_| too_many("groups"))?,
                     batch,
-                    row: u32::try_from(row).expect("fewer than 2^32 rows in a batch"),
+                    // Below values.len(), checked above.
+                    row: row as u32,
                 });
             }
         }
@@ -322,7 +331,11 @@ impl OrderedArrayAggGroups {
         let mut offsets = Vec::with_capacity(emitted.groups + 1);
         offsets.push(0i32);
         for &end in &emitted.ends {
-            offsets.push(i32::try_from(end).expect("fewer than 2^31 values in a list array"));
+            offsets.push(i32::try_from(end).map_err(|_| {
+                DataFusionError::ResourcesExhausted(
+                    "array_agg with ORDER BY emits at most 2^31 values at once".into(),
+                )
+            })?);
         }
         let valid = null_when_empty
             .then(|| NullBuffer::from_iter(offsets.windows(2).map(|pair| pair[1] > pair[0])));
@@ -446,6 +459,11 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
             opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row))
                 && !(self.ignore_nulls && value.is_null(row))
         };
+        if i32::try_from(value.len()).is_err() {
+            return Err(DataFusionError::ResourcesExhausted(
+                "array_agg with ORDER BY takes batches of at most 2^31 rows".into(),
+            ));
+        }
         let mut offsets = Vec::with_capacity(value.len() + 1);
         offsets.push(0i32);
         let mut sources = Vec::new();
@@ -453,6 +471,7 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
             if kept(row) {
                 sources.push(row as u64);
             }
+            // At most value.len(), checked above.
             offsets.push(sources.len() as i32);
         }
         let taken = datafusion::arrow::array::UInt64Array::from(sources);

@@ -24,8 +24,13 @@ impl PartitionScan {
     ) -> Result<Vec<RecordBatch>> {
         let comparisons = self.filter.as_ref().and_then(|f| f.rows.comparisons());
         if let (Some(comparisons), Some(projection)) = (comparisons, &self.projection)
-            && let Some(stored) =
-                StoredComparisons::new(read.component, read.row_group, projection, comparisons)?
+            && let Some(stored) = StoredComparisons::new(
+                read.component,
+                read.metadata,
+                read.row_group,
+                projection,
+                comparisons,
+            )?
         {
             self.rows_tested_stored += read.rows();
             let passed = read.live_passing(&stored, matched);
@@ -73,6 +78,7 @@ impl PartitionScan {
         let stored = match narrow.comparisons() {
             Some(comparisons) => StoredComparisons::new(
                 read.component,
+                read.metadata,
                 read.row_group,
                 &filter_dataset,
                 comparisons,

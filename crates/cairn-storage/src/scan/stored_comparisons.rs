@@ -87,6 +87,8 @@ pub(super) struct StoredComparisons {
     /// Some column's comparisons exclude every value.
     unsatisfiable: bool,
     schema: Arc<Schema>,
+    /// The component's file, for errors.
+    path: std::path::PathBuf,
 }
 
 impl StoredComparisons {
@@ -95,6 +97,7 @@ impl StoredComparisons {
     /// form tested in place there.
     pub(super) fn new(
         component: &DiskComponent,
+        footer: &ArrowReaderMetadata,
         row_group: usize,
         columns: &[usize],
         comparisons: &[ColumnComparison],
@@ -102,11 +105,26 @@ impl StoredComparisons {
         if comparisons.iter().any(|c| c.position >= columns.len()) {
             return Ok(None);
         }
-        let metadata = component.paged_metadata()?;
+        // Decided from the footer the scan holds, so that a filter on columns stored any
+        // other way never loads the page locations.
+        let mut plain = Vec::with_capacity(columns.len());
+        for &column in columns {
+            match plain_leaf(footer, row_group, column) {
+                Some(leaf) => plain.push(leaf),
+                None => return Ok(None),
+            }
+        }
+        let paged;
+        let metadata = if footer.metadata().offset_index().is_some() {
+            footer
+        } else {
+            paged = component.paged_metadata()?;
+            paged.as_ref()
+        };
         let mut chunks = Vec::with_capacity(columns.len());
         let mut unsatisfiable = false;
-        for (position, &column) in columns.iter().enumerate() {
-            let Some(chunk) = plain_chunk(component, &metadata, row_group, column)? else {
+        for (position, leaf) in plain.into_iter().enumerate() {
+            let Some(chunk) = plain_chunk(component, metadata, row_group, leaf)? else {
                 return Ok(None);
             };
             let on_column = comparisons.iter().filter(|c| c.position == position);
@@ -124,6 +142,7 @@ impl StoredComparisons {
             columns: chunks,
             unsatisfiable,
             schema,
+            path: component.path.clone(),
         }))
     }
 
@@ -172,16 +191,30 @@ impl StoredComparisons {
     pub(super) fn gather(&self, offsets: &[u64]) -> Result<RecordBatch> {
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
         for (chunk, _) in &self.columns {
-            // The value bytes of each offset's row, in order.
+            let rows = chunk
+                .pages
+                .last()
+                .map_or(0, |page| page.first_row + page.rows);
+            if offsets.last().is_some_and(|&last| last >= rows) {
+                return Err(StorageError::corrupt(
+                    &self.path,
+                    format!(
+                        "a stored-value read asked for row {:?} of a {rows}-row row group",
+                        offsets.last()
+                    ),
+                ));
+            }
+            // The value bytes of each offset's row, in order; the pages hold every row below
+            // `rows` (plain_chunk checks), so each offset finds its page.
             let mut pages = chunk.pages.iter().peekable();
-            let mut stored = offsets.iter().map(|&offset| {
+            let mut stored = offsets.iter().filter_map(|&offset| {
                 while pages
                     .next_if(|page| page.first_row + page.rows <= offset)
                     .is_some()
                 {}
-                let page = pages.peek().expect("an offset within the row group");
+                let page = pages.peek()?;
                 let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
-                &chunk.bytes[at..at + chunk.width]
+                Some(&chunk.bytes[at..at + chunk.width])
             });
             // Typed, so that the buffer has the values' alignment.
             let values = match chunk.width {
@@ -227,34 +260,28 @@ fn test_values<const W: usize>(values: &[u8], test: impl Fn(&[u8; W]) -> bool) -
     BooleanBuffer::new(Buffer::from_vec(words), 0, rows)
 }
 
-/// Column `column` (of the dataset schema) of `row_group` as a [`PlainChunk`], when it is a
-/// flat 32- or 64-bit integer, date or timestamp column whose chunk there is plain,
-/// uncompressed and without nulls, with page locations that fit the chunk.
-fn plain_chunk(
-    component: &DiskComponent,
-    metadata: &ArrowReaderMetadata,
-    row_group: usize,
-    column: usize,
-) -> Result<Option<PlainChunk>> {
-    let Some(field) = metadata.schema().fields().get(column) else {
-        return Ok(None);
-    };
+/// A column `plain_chunk` can read in place: its leaf, width and type.
+struct PlainLeaf {
+    leaf: usize,
+    width: usize,
+    arrow_type: DataType,
+}
+
+/// Column `column` (of the dataset schema) in `row_group`, when the footer says it is a flat
+/// 32- or 64-bit integer, date or timestamp column whose chunk there is plain, uncompressed and
+/// without nulls.
+fn plain_leaf(footer: &ArrowReaderMetadata, row_group: usize, column: usize) -> Option<PlainLeaf> {
+    let field = footer.schema().fields().get(column)?;
     let (width, physical) = match field.data_type() {
         DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
         DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
-        _ => return Ok(None),
+        _ => return None,
     };
-    let schema = metadata.parquet_schema();
-    let leaf = (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column);
-    let Some(leaf) = leaf else {
-        return Ok(None);
-    };
+    let schema = footer.parquet_schema();
+    let leaf =
+        (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
     let descriptor = schema.column(leaf);
-    let footer = metadata.metadata();
-    let Some(group) = footer.row_groups().get(row_group) else {
-        return Ok(None);
-    };
-    let chunk = group.column(leaf);
+    let chunk = footer.metadata().row_groups().get(row_group)?.column(leaf);
     let plain = descriptor.path().parts().len() == 1
         && descriptor.max_rep_level() == 0
         && chunk.column_type() == physical
@@ -264,12 +291,37 @@ fn plain_chunk(
             .encodings()
             .all(|e| matches!(e, Encoding::PLAIN | Encoding::RLE))
         && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
+    plain.then(|| PlainLeaf {
+        leaf,
+        width,
+        arrow_type: field.data_type().clone(),
+    })
+}
+
+/// `plain`'s chunk in `row_group` as a [`PlainChunk`], when `metadata`'s page locations fit
+/// the chunk.
+fn plain_chunk(
+    component: &DiskComponent,
+    metadata: &ArrowReaderMetadata,
+    row_group: usize,
+    plain: PlainLeaf,
+) -> Result<Option<PlainChunk>> {
+    let PlainLeaf {
+        leaf,
+        width,
+        arrow_type,
+    } = plain;
+    let footer = metadata.metadata();
+    let Some(group) = footer.row_groups().get(row_group) else {
+        return Ok(None);
+    };
+    let chunk = group.column(leaf);
     let locations = footer
         .offset_index()
         .and_then(|index| index.get(row_group))
         .and_then(|columns| columns.get(leaf))
         .map(|index| index.page_locations());
-    let (Some(locations), true) = (locations, plain) else {
+    let Some(locations) = locations else {
         return Ok(None);
     };
     let (chunk_start, chunk_length) = chunk.byte_range();
@@ -317,6 +369,6 @@ fn plain_chunk(
         bytes,
         width,
         pages,
-        arrow_type: field.data_type().clone(),
+        arrow_type,
     }))
 }
