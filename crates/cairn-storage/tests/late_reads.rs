@@ -155,21 +155,32 @@ fn v_of(id: i64) -> i64 {
 /// Items 0..7000 with `v` from `v_of`, flushed to components of 3000-row row groups in two
 /// partitions, then every eleventh deleted.
 fn items_flushed(dir: &std::path::Path, v_of: fn(i64) -> i64) -> cairn_storage::Storage {
+    items_flushed_in(dir, v_of, 7000, 3000)
+}
+
+/// Items 0..`items` with `v` from `v_of`, flushed to components of `row_group_rows`-row row
+/// groups in two partitions, then every eleventh deleted.
+fn items_flushed_in(
+    dir: &std::path::Path,
+    v_of: fn(i64) -> i64,
+    items: i64,
+    row_group_rows: usize,
+) -> cairn_storage::Storage {
     let options = StorageOptions {
-        row_group_rows: 3000,
+        row_group_rows,
         ..test_options()
     };
     let storage = open_items_with(dir, options, 2);
     storage
         .write(
             "items",
-            (0..7000)
+            (0..items)
                 .map(|id| WriteOp::Insert(item(id, v_of(id))))
                 .collect(),
         )
         .unwrap();
     storage.flush("items").unwrap();
-    for id in (0..7000).filter(|id| id % 11 == 0) {
+    for id in (0..items).filter(|id| id % 11 == 0) {
         storage.delete("items", Key::int(id)).unwrap();
     }
     storage
@@ -252,6 +263,33 @@ fn comparisons_tested_on_stored_values_answer_as_decoding_does() {
                     .count();
                 assert_eq!(stored.rows.len(), live_matches, "{case}");
             }
+        }
+    }
+}
+
+/// A row group of more rows than a read returns in one batch (8,192): the other columns come
+/// back in several batches, each joined with the slice of the filter's columns holding its
+/// rows, whether the filter was tested on stored values (as one part) or decoded (by batch),
+/// and whether every row passed (one run, read alone) or rows passed in short runs.
+#[test]
+fn late_reads_of_row_groups_larger_than_a_batch_join_each_batch_with_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 40_000;
+    let storage = items_flushed_in(dir.path(), spread_v, items, 20_000);
+    for (lower, upper) in [(i64::MIN, i64::MAX), (-(1 << 39), 1 << 38)] {
+        let together = VBetween::new(1, lower, upper, false);
+        let (together_rows, _) = scan(&storage, &[0, 1, 2, 3], together);
+        let live_matches = (0..items)
+            .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
+            .count();
+        assert_eq!(together_rows.len(), live_matches, "v in [{lower}, {upper})");
+        for stored in [true, false] {
+            let late = VBetween::offering(1, lower, upper, true, stored);
+            let late = scan_within(&storage, &[0, 1, 2, 3], late, Vec::new());
+            let case = format!("v in [{lower}, {upper}), stored: {stored}");
+            assert_eq!(late.rows, together_rows, "{case}");
+            assert_eq!(late.read_late, live_matches as u64, "{case}");
+            assert_eq!(late.tested_stored > 0, stored, "{case}");
         }
     }
 }

@@ -124,6 +124,23 @@ impl PartitionScan {
                 ),
             )
         };
+        // The filter's columns of the passing rows as one batch (the stored path's single
+        // part is not copied; decoded parts hold only the filter's columns), each batch of
+        // the other columns for the same rows joined with the slice holding its rows. The
+        // other columns are never concatenated: a row group of text is tens of MB.
+        let joined_slices = |passed_parts: Vec<RecordBatch>, others: &[RecordBatch]| {
+            let passed = concat_parts(passed_parts)?.ok_or_else(mismatch)?;
+            if others.iter().map(RecordBatch::num_rows).sum::<usize>() != passed.num_rows() {
+                return Err(mismatch());
+            }
+            let mut out = Vec::with_capacity(others.len());
+            let mut first = 0;
+            for others in others.iter().filter(|others| others.num_rows() > 0) {
+                out.push(joined(&passed.slice(first, others.num_rows()), others)?);
+                first += others.num_rows();
+            }
+            Ok(out)
+        };
         // The second read selects rows already known live: it matches them by offset, without
         // looking up deletion marks again.
         let passed_runs = offset_runs(&passed_offsets);
@@ -136,14 +153,8 @@ impl PartitionScan {
                 ..read
             };
             let others = just_passed.read_offsets(Some(&other_dataset))?;
-            let others = concat_parts(others.into_iter().map(|(batch, _)| batch).collect())?;
-            let passed = concat_parts(passed_parts)?;
-            match (passed, others) {
-                (Some(passed), Some(others)) if passed.num_rows() == others.num_rows() => {
-                    vec![joined(&passed, &others)?]
-                }
-                _ => return Err(mismatch()),
-            }
+            let others: Vec<RecordBatch> = others.into_iter().map(|(batch, _)| batch).collect();
+            joined_slices(passed_parts, &others)?
         } else {
             let others = read.read_offsets(Some(&other_dataset))?;
             let mut next_passed = passed_offsets.iter().peekable();
@@ -173,12 +184,7 @@ impl PartitionScan {
                 }
                 out
             } else {
-                match (concat_parts(passed_parts)?, concat_parts(kept)?) {
-                    (Some(passed), Some(others)) if passed.num_rows() == others.num_rows() => {
-                        vec![joined(&passed, &others)?]
-                    }
-                    _ => return Err(mismatch()),
-                }
+                joined_slices(passed_parts, &kept)?
             }
         };
         self.rows_read_late += passed_offsets.len() as u64;
