@@ -49,6 +49,7 @@ pub struct Environment {
     pub memory_gib: f64,
     pub os: String,
     pub rustc: String,
+    /// The commit this binary was built from (`build.rs`), noting uncommitted changes.
     pub cairn_commit: String,
     pub command_line: String,
     pub started_at: String,
@@ -86,7 +87,7 @@ impl Environment {
             memory_gib: (memory_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
             os: command_output("uname", &["-sr"]),
             rustc: command_output("rustc", &["--version"]),
-            cairn_commit: command_output("git", &["rev-parse", "--short", "HEAD"]),
+            cairn_commit: env!("CAIRN_BUILD_COMMIT").to_string(),
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
             started_at: command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
         }
@@ -94,7 +95,7 @@ impl Environment {
 
     pub fn markdown(&self) -> String {
         format!(
-            "- Machine: {} ({} cores), {} GiB memory, {}\n- Toolchain: {}\n- Cairn commit: {}\n- Run at: {}\n- Command: `{}`\n",
+            "- Machine: {} ({} cores), {} GiB memory, {}\n- Toolchain: {}\n- Cairn built from commit: {}\n- Run at: {}\n- Command: `{}`\n",
             self.cpu,
             self.cores,
             self.memory_gib,
