@@ -284,10 +284,28 @@ impl OrderedArrayAggGroups {
             }
         }
         if counts.iter().any(|&count| count > 1) {
+            // Only groups of several entries sort: only their batches' keys become rows (the
+            // others convert empty), once per emit.
+            let mut sorted_batches = vec![false; self.keys.len()];
+            let mut start = 0;
+            for &end in &ends {
+                if end - start > 1 {
+                    for &(batch, _) in &placed[start..end] {
+                        sorted_batches[batch as usize] = true;
+                    }
+                }
+                start = end;
+            }
             let rows: Vec<Rows> = self
                 .keys
                 .iter()
-                .map(|keys| self.converter.convert_columns(keys))
+                .zip(&sorted_batches)
+                .map(|(keys, &sorted)| match sorted {
+                    true => self.converter.convert_columns(keys),
+                    false => self
+                        .converter
+                        .convert_columns(&keys.iter().map(|k| k.slice(0, 0)).collect::<Vec<_>>()),
+                })
                 .collect::<std::result::Result<_, _>>()?;
             let mut start = 0;
             for &end in &ends {
@@ -319,9 +337,9 @@ impl OrderedArrayAggGroups {
         emitted: &Emitted,
         item: DataType,
         null_when_empty: bool,
-        column: impl Fn(usize) -> ArrayRef,
+        column: impl Fn(usize) -> Result<ArrayRef>,
     ) -> Result<ArrayRef> {
-        let sources: Vec<ArrayRef> = (0..self.values.len()).map(column).collect();
+        let sources: Vec<ArrayRef> = (0..self.values.len()).map(column).collect::<Result<_>>()?;
         let items = if sources.is_empty() {
             new_null_array(&item, 0)
         } else {
@@ -337,14 +355,7 @@ impl OrderedArrayAggGroups {
                 )
             })?);
         }
-        let valid = null_when_empty
-            .then(|| NullBuffer::from_iter(offsets.windows(2).map(|pair| pair[1] > pair[0])));
-        Ok(Arc::new(ListArray::try_new(
-            Arc::new(Field::new_list_field(item, true)),
-            OffsetBuffer::new(offsets.into()),
-            items,
-            valid,
-        )?))
+        list_array(item, offsets, items, null_when_empty)
     }
 
     /// Drops the batches taken once no entry needs them.
@@ -355,14 +366,38 @@ impl OrderedArrayAggGroups {
         }
     }
 
-    /// `batch`'s ordering keys as one struct column.
-    fn key_struct(&self, batch: usize) -> ArrayRef {
-        Arc::new(StructArray::new(
+    /// `keys` (one column per ordering key) as one struct column; an error, not a panic,
+    /// when a partial state's keys do not have the key fields' types.
+    fn key_struct(&self, keys: &[ArrayRef]) -> Result<ArrayRef> {
+        Ok(Arc::new(StructArray::try_new(
             self.key_fields.clone(),
-            self.keys[batch].clone(),
+            keys.to_vec(),
             None,
-        ))
+        )?))
     }
+}
+
+/// Whether `row` passes an aggregate's `FILTER` (no filter passes every row).
+fn passes_filter(filter: Option<&BooleanArray>, row: usize) -> bool {
+    filter.is_none_or(|f| f.is_valid(row) && f.value(row))
+}
+
+/// The lists of `items` that `offsets` cut; an empty one is null when `null_when_empty`
+/// (DataFusion's state: no values as null, no keys as an empty list).
+fn list_array(
+    item: DataType,
+    offsets: Vec<i32>,
+    items: ArrayRef,
+    null_when_empty: bool,
+) -> Result<ArrayRef> {
+    let valid = null_when_empty
+        .then(|| NullBuffer::from_iter(offsets.windows(2).map(|pair| pair[1] > pair[0])));
+    Ok(Arc::new(ListArray::try_new(
+        Arc::new(Field::new_list_field(item, true)),
+        OffsetBuffer::new(offsets.into()),
+        items,
+        valid,
+    )?))
 }
 
 impl GroupsAccumulator for OrderedArrayAggGroups {
@@ -377,9 +412,8 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
         let Some((value, keys)) = values.split_first() else {
             return internal_err!("array_agg got no arguments");
         };
-        let passes = |row: usize| opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row));
         self.take(value.clone(), keys.to_vec(), |row| {
-            passes(row).then(|| group_indices[row])
+            passes_filter(opt_filter, row).then(|| group_indices[row])
         })
     }
 
@@ -423,7 +457,7 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
         let emitted = self.emit(emit_to)?;
         let result = self.lists(&emitted, self.value_type.clone(), true, |b| {
-            self.values[b].clone()
+            Ok(self.values[b].clone())
         });
         self.release_if_empty();
         result
@@ -433,13 +467,13 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
         let emitted = self.emit(emit_to)?;
         // As DataFusion's accumulator states them: no values as null, no keys as empty.
         let values = self.lists(&emitted, self.value_type.clone(), true, |b| {
-            self.values[b].clone()
+            Ok(self.values[b].clone())
         })?;
         let keys = self.lists(
             &emitted,
             DataType::Struct(self.key_fields.clone()),
             false,
-            |b| self.key_struct(b),
+            |b| self.key_struct(&self.keys[b]),
         )?;
         self.release_if_empty();
         Ok(vec![values, keys])
@@ -456,8 +490,7 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
             return internal_err!("array_agg got no arguments");
         };
         let kept = |row: usize| {
-            opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row))
-                && !(self.ignore_nulls && value.is_null(row))
+            passes_filter(opt_filter, row) && !(self.ignore_nulls && value.is_null(row))
         };
         if i32::try_from(value.len()).is_err() {
             return Err(DataFusionError::ResourcesExhausted(
@@ -475,26 +508,17 @@ impl GroupsAccumulator for OrderedArrayAggGroups {
             offsets.push(sources.len() as i32);
         }
         let taken = datafusion::arrow::array::UInt64Array::from(sources);
-        let list = |items: ArrayRef, item: DataType, null_when_empty: bool| -> Result<ArrayRef> {
-            let offsets = OffsetBuffer::new(offsets.clone().into());
-            let valid = null_when_empty
-                .then(|| NullBuffer::from_iter(offsets.windows(2).map(|pair| pair[1] > pair[0])));
+        let list = |items: ArrayRef, item: DataType, null_when_empty: bool| {
             let items = datafusion::arrow::compute::take(&items, &taken, None)?;
-            Ok(Arc::new(ListArray::try_new(
-                Arc::new(Field::new_list_field(item, true)),
-                offsets,
-                items,
-                valid,
-            )?))
+            list_array(item, offsets.clone(), items, null_when_empty)
         };
-        let key_struct: ArrayRef = Arc::new(StructArray::try_new(
-            self.key_fields.clone(),
-            keys.to_vec(),
-            None,
-        )?);
         Ok(vec![
             list(value.clone(), self.value_type.clone(), true)?,
-            list(key_struct, DataType::Struct(self.key_fields.clone()), false)?,
+            list(
+                self.key_struct(keys)?,
+                DataType::Struct(self.key_fields.clone()),
+                false,
+            )?,
         ])
     }
 
