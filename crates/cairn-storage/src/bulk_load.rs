@@ -699,7 +699,7 @@ impl Storage {
             .map(|p| p.flush_lock.lock())
             .collect();
         let manifest_guard = dataset.lock_manifest();
-        let mut states: Vec<_> = dataset.partitions.iter().map(|p| p.state.write()).collect();
+        let mut states: Vec<_> = dataset.partitions.iter().map(|p| p.write()).collect();
         let install = (|| -> Result<()> {
             for (index, state) in states.iter_mut().enumerate() {
                 dataset.flush_locked(index, state, options.row_group_rows)?;
@@ -758,7 +758,6 @@ impl Storage {
             for (index, made) in components.iter().enumerate() {
                 let ids: Vec<u64> = made.iter().map(|c| c.id).collect();
                 dataset.partitions[index]
-                    .state
                     .write()
                     .slots
                     .retain(|s| !ids.contains(&s.component.id()));

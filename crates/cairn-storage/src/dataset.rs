@@ -5,9 +5,12 @@ use crate::component::{DiskComponent, ReadCaches};
 use crate::deletion::{read_deletions, write_deletions};
 use crate::error::{Result, StorageError};
 use crate::manifest::{ComponentEntry, Manifest, PartitionManifest, manifest_path, write_manifest};
-use crate::memory_index::MemoryIndexes;
+use crate::memory_chunk::MemoryIndexSpec;
+use crate::memory_component::MemoryComponent;
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Found, PartitionState, Slot};
+pub use crate::partition_view::Partition;
+use crate::partition_view::PartitionWriteGuard;
 use crate::predicate_cache::{ComponentFingerprint, PredicateCache};
 use crate::secondary_index::IndexDefinition;
 use crate::shape::DatasetShape;
@@ -19,7 +22,7 @@ use cairn_model::binary::encode_record;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
 use cairn_model::{Key, Record};
-use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -109,12 +112,6 @@ impl WriteReceipt {
     }
 }
 
-pub struct Partition {
-    pub state: RwLock<PartitionState>,
-    /// Serializes flushes of this partition so frozen memtables reach disk in order.
-    pub flush_lock: Mutex<()>,
-}
-
 pub struct Dataset {
     pub shape: Arc<DatasetShape>,
     pub dir: PathBuf,
@@ -174,7 +171,10 @@ impl Dataset {
                 flushed_lsn: partition.flushed_lsn,
                 last_lsn: partition.flushed_lsn,
                 memtable_summary: ColumnSummaries::empty(&shape),
-                memory_indexes: MemoryIndexes::new(&manifest.indexes, &shape.dataset_type.record),
+                memtable: MemoryComponent::new(Arc::new(MemoryIndexSpec::of(
+                    &manifest.indexes,
+                    &shape.dataset_type.record,
+                ))),
                 ..Default::default()
             };
             for entry in &partition.components {
@@ -209,10 +209,7 @@ impl Dataset {
                 }
                 state.slots.push(slot);
             }
-            partitions.push(Partition {
-                state: RwLock::new(state),
-                flush_lock: Mutex::new(()),
-            });
+            partitions.push(Partition::new(state));
         }
         let predicate_cache = Arc::new(PredicateCache::load(
             &dir,
@@ -373,9 +370,9 @@ impl Dataset {
         lsn: u64,
         options: &StorageOptions,
         receipt: &mut WriteReceipt,
-        apply: impl FnOnce(&mut RwLockWriteGuard<'_, PartitionState>) -> Result<T>,
+        apply: impl FnOnce(&mut PartitionWriteGuard<'_>) -> Result<T>,
     ) -> Result<T> {
-        let mut state = self.partitions[partition as usize].state.write();
+        let mut state = self.partitions[partition as usize].write();
         state.applying_lsn = Some(lsn);
         let applied = apply(&mut state);
         state.applying_lsn = None;
@@ -393,7 +390,7 @@ impl Dataset {
         involved.dedup();
         let states: HashMap<usize, RwLockReadGuard<'_, PartitionState>> = involved
             .iter()
-            .map(|&p| (p, self.partitions[p].state.read()))
+            .map(|&p| (p, self.partitions[p].read()))
             .collect();
         let mut exists_after_earlier_ops: HashMap<&Key, bool> = HashMap::new();
         for (position, (partition, key, op)) in prepared.iter().enumerate() {
@@ -493,7 +490,7 @@ impl Dataset {
                 format!("WAL frame {lsn} names partition {partition}, which does not exist"),
             ));
         };
-        let mut state = target.state.write();
+        let mut state = target.write_unpublished();
         if lsn <= state.flushed_lsn {
             return Ok(());
         }
@@ -508,7 +505,7 @@ impl Dataset {
                 let (key, record) = self.logged_json_record(lsn, &text)?;
                 state.put(&self.shape, key, record, lsn, false)
             }
-            LoggedOp::Delete(key) => state.delete(&self.shape, &key, lsn).map(|_| ()),
+            LoggedOp::Delete(key) => state.delete(&key, lsn).map(|_| ()),
         }
     }
 
@@ -537,13 +534,13 @@ impl Dataset {
         }
     }
 
-    /// Where the current version of `key` is, found under its partition's read lock.
+    /// Where the current version of `key` is, in its partition's view.
     fn lookup(&self, key: &Key) -> Result<Option<Found>> {
         if key.0.len() != self.shape.key_types.len() {
             self.check_key(key, 0)?;
         }
         let partition = &self.partitions[self.partition_of(key) as usize];
-        partition.state.read().lookup(&self.shape, key)
+        partition.view().lookup(&self.shape, key)
     }
 
     /// The current versions of the records with `keys`, each once however often it is named,
@@ -616,13 +613,15 @@ impl Dataset {
         let mut out = Vec::new();
         for partition in &self.partitions {
             let (memory, slots) = {
-                let state = partition.state.read();
-                let memory: Vec<(Key, Record)> = state
-                    .memtable
-                    .live_in((lo, hi))
-                    .map(|(key, seq)| (key.clone(), state.memtable.rows().record(&self.shape, seq)))
+                let view = partition.view();
+                let memory: Vec<(Key, Record)> = view
+                    .memory
+                    .live_keys(|seq| !view.dead.contains(seq))
+                    .into_iter()
+                    .filter(|(key, _)| in_range(key))
+                    .map(|(key, seq)| (key, view.memory.record(&self.shape, seq)))
                     .collect();
-                (memory, state.snapshot_slots())
+                (memory, view.slots.clone())
             };
             out.extend(memory);
             for (component, deleted) in slots {
@@ -670,10 +669,7 @@ impl Dataset {
 
     /// Live records (rows in components not marked deleted, plus memory).
     pub fn live_rows(&self) -> u64 {
-        self.partitions
-            .iter()
-            .map(|p| p.state.read().live_rows())
-            .sum()
+        self.partitions.iter().map(|p| p.view().live_rows).sum()
     }
 
     /// Replaces the manifest with the current state of every partition: disk components,
@@ -684,7 +680,7 @@ impl Dataset {
             .partitions
             .iter()
             .enumerate()
-            .map(|(index, p)| capture_partition(index, &p.state.read()))
+            .map(|(index, p)| capture_partition(index, &p.read()))
             .collect();
         self.persist_captured(wal, captured, serialize)
     }
@@ -745,7 +741,7 @@ impl Dataset {
             tracing::warn!(dataset = self.name(), error = %e, "predicate cache not saved");
         }
         for capture in captured {
-            let mut state = self.partitions[capture.index].state.write();
+            let mut state = self.partitions[capture.index].write();
             for done in &capture.persisted {
                 if let Some(index) = state.slot_index(done.component_id) {
                     let slot = &mut state.slots[index];
@@ -778,7 +774,7 @@ impl Dataset {
         wal.sync_all()?;
         let mut live = HashMap::new();
         for partition in &self.partitions {
-            for slot in &partition.state.read().slots {
+            for slot in &partition.read().slots {
                 if let ComponentRef::Disk(disk) = &slot.component {
                     live.insert(
                         disk.id,
@@ -797,7 +793,7 @@ impl Dataset {
     pub fn referenced_files(&self) -> Vec<String> {
         let mut files = Vec::new();
         for (index, partition) in self.partitions.iter().enumerate() {
-            for slot in &partition.state.read().slots {
+            for slot in &partition.read().slots {
                 files.push(Self::component_relative_path(index, slot.component.id()));
                 files.extend(slot.deletions_file.clone());
                 for definition in self.indexes.read().iter() {
@@ -850,7 +846,7 @@ pub(crate) fn encoded_size_over(
 /// see `PartitionState::complete_lsn`). Returns how many deletes found no record.
 fn apply_in_runs(
     shape: &DatasetShape,
-    state: &mut RwLockWriteGuard<'_, PartitionState>,
+    state: &mut PartitionWriteGuard<'_>,
     ops: impl Iterator<Item = (Key, LoggedOp)>,
     lsn: u64,
     run_records: usize,
@@ -858,13 +854,13 @@ fn apply_in_runs(
     let mut deletes_missed = 0;
     for (index, (key, op)) in ops.enumerate() {
         if index > 0 && index % run_records == 0 {
-            RwLockWriteGuard::bump(state);
+            state.bump();
         }
         match op {
             LoggedOp::Insert(record) => state.put(shape, key, record, lsn, true)?,
             LoggedOp::Upsert(record) => state.put(shape, key, record, lsn, false)?,
             LoggedOp::Delete(_) => {
-                if !state.delete(shape, &key, lsn)? {
+                if !state.delete(&key, lsn)? {
                     deletes_missed += 1;
                 }
             }

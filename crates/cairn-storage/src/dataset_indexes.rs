@@ -12,14 +12,15 @@
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
-use crate::memory_component::MemoryComponent;
-use crate::partition::{ComponentRef, FrozenMemtable};
+use crate::memory_component::{MemoryRows, MemorySearch};
+use crate::partition::ComponentRef;
 use crate::secondary_index::{
     CoveredColumn, EncodedRange, IndexDefinition, IndexRange, ranges_contain, value_at_path,
 };
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Record;
+use roaring::RoaringBitmap;
 use std::sync::Arc;
 
 /// An index-only scan's output batch: the projected schema's columns, each taken from the
@@ -53,6 +54,16 @@ pub(crate) struct MemoryMatch<'a> {
 }
 
 impl<'a> MemoryMatch<'a> {
+    /// The search of memory rows this test makes, answered by `index`'s entries for
+    /// `ranges` where a chunk has them.
+    fn search(&'a self, index: Option<(&'a str, &'a [IndexRange])>) -> MemorySearch<'a> {
+        MemorySearch {
+            index,
+            fields: &self.fields,
+            record: self.record,
+        }
+    }
+
     /// A test of `definition`'s fields by `record`.
     pub fn of(
         definition: &IndexDefinition,
@@ -64,21 +75,6 @@ impl<'a> MemoryMatch<'a> {
             record,
         }
     }
-}
-
-/// The rows (in key order numbering) of a frozen memory component that `live` keeps and whose
-/// record passes `matches`.
-fn matching_frozen_rows(
-    frozen: &FrozenMemtable,
-    matches: &MemoryMatch<'_>,
-    live: impl Fn(u64) -> bool,
-) -> Vec<u64> {
-    (0..frozen.len() as u64)
-        .filter(|&row| {
-            live(row)
-                && (matches.record)(&frozen.record_fields(row, matches.fields.iter().copied()))
-        })
-        .collect()
 }
 
 /// A search of one disk component for the rows an index names, told which rows are live.
@@ -96,60 +92,42 @@ impl Dataset {
     ) -> Result<u64> {
         let mut total = 0u64;
         for partition in &self.partitions {
-            let (in_memory, slots) = {
-                let state = partition.state.read();
-                let in_memory = self.matching_memory_rows(&state.memtable, matches).len();
-                (in_memory as u64, state.snapshot_slots())
-            };
-            total += in_memory;
-            for (component, _) in slots {
+            let view = partition.view();
+            let search = matches.search(None);
+            total += self
+                .matching_memory_rows(&view.memory, &view.dead, &search)
+                .len() as u64;
+            for (component, _) in &view.slots {
                 total += match component {
-                    ComponentRef::Disk(disk) => component_count(&disk)?,
-                    ComponentRef::Frozen(frozen) => {
-                        matching_frozen_rows(&frozen, matches, |_| true).len() as u64
-                    }
+                    ComponentRef::Disk(disk) => component_count(disk)?,
+                    ComponentRef::Frozen(frozen) => frozen.search(&search, |_| true).len() as u64,
                 };
             }
         }
         Ok(total)
     }
 
-    /// The live memory rows whose record passes `matches`, in key order.
+    /// The live memory rows `search` selects, in arrival order.
     fn matching_memory_rows(
         &self,
-        memtable: &MemoryComponent,
-        matches: &MemoryMatch<'_>,
+        rows: &MemoryRows,
+        dead: &RoaringBitmap,
+        search: &MemorySearch<'_>,
     ) -> Vec<u32> {
-        let rows = memtable.rows();
-        memtable
-            .live()
-            .filter(|&(_, seq)| {
-                (matches.record)(&rows.record_fields(
-                    &self.shape,
-                    seq,
-                    matches.fields.iter().copied(),
-                ))
-            })
-            .map(|(_, seq)| seq)
-            .collect()
+        rows.search(&self.shape, search, |seq| !dead.contains(seq))
     }
 
-    /// Memory rows `seqs` as one batch cut to `projection`, or `None` for no rows. Built while
-    /// the caller holds the partition's lock, from just these rows: a short search then never
-    /// copies the handles of every chunk of a large memory component.
+    /// Memory rows `seqs` as one batch cut to `projection`, or `None` for no rows.
     fn memory_batch(
         &self,
-        memtable: &MemoryComponent,
+        rows: &MemoryRows,
         seqs: &[u32],
         projection: Option<&[usize]>,
     ) -> Result<Option<RecordBatch>> {
         if seqs.is_empty() {
             return Ok(None);
         }
-        memtable
-            .rows()
-            .batch_of(&self.shape, seqs, projection)
-            .map(Some)
+        rows.batch_of(&self.shape, seqs, projection).map(Some)
     }
 
     /// The live rows of partition `partition` an index search names, with columns
@@ -170,17 +148,17 @@ impl Dataset {
                 message: format!("partition {partition} does not exist"),
             });
         };
-        let (memory, slots) = {
-            let state = state.state.read();
-            let seqs = self.matching_memory_rows(&state.memtable, matches);
-            let memory = self.memory_batch(&state.memtable, &seqs, projection)?;
-            (memory, state.snapshot_slots())
-        };
-        let mut batches: Vec<RecordBatch> = memory.into_iter().collect();
-        for (component, deleted) in slots {
+        let view = state.view();
+        let search = matches.search(None);
+        let seqs = self.matching_memory_rows(&view.memory, &view.dead, &search);
+        let mut batches: Vec<RecordBatch> = self
+            .memory_batch(&view.memory, &seqs, projection)?
+            .into_iter()
+            .collect();
+        for (component, deleted) in &view.slots {
             match component {
                 ComponentRef::Disk(disk) => {
-                    let mut rows = component_rows(&disk, &|row| !deleted.contains(row))?;
+                    let mut rows = component_rows(disk, &|row| !deleted.contains(row))?;
                     rows.retain(|row| !deleted.contains(*row));
                     if rows.is_empty() {
                         continue;
@@ -190,7 +168,7 @@ impl Dataset {
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
                 ComponentRef::Frozen(frozen) => {
-                    let rows = matching_frozen_rows(&frozen, matches, |row| !deleted.contains(row));
+                    let rows = frozen.search(&search, |row| !deleted.contains(row));
                     if !rows.is_empty() {
                         batches.push(frozen.batch_of(&rows, projection)?);
                     }
@@ -209,22 +187,26 @@ impl Dataset {
         self.indexes.read().iter().find(|d| d.name == name).cloned()
     }
 
-    /// Every partition's disk components, as of now.
+    /// Every partition's disk components, as of the partitions' views.
     pub(crate) fn disk_components(&self) -> Vec<Arc<DiskComponent>> {
         self.partitions
             .iter()
-            .flat_map(|p| {
-                p.state
-                    .read()
-                    .slots
-                    .iter()
-                    .filter_map(|s| match &s.component {
-                        ComponentRef::Disk(d) => Some(d.clone()),
-                        ComponentRef::Frozen(_) => None,
-                    })
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(|p| p.view().disk_components().cloned().collect::<Vec<_>>())
             .collect()
+    }
+
+    /// Readies what planning and searches read of a new component before a flush or merge
+    /// makes it visible: its secondary indexes (kept in memory and written to their files),
+    /// its column summary and its column widths. Otherwise the first query to meet the
+    /// component built them while it waited, reading and sorting a whole column for an index.
+    pub(crate) fn prepare_for_readers(&self, component: &DiskComponent) -> Result<()> {
+        let definitions = self.indexes.read().clone();
+        for definition in &definitions {
+            component.ensure_index_file(definition)?;
+        }
+        component.summary()?;
+        component.field_bytes()?;
+        Ok(())
     }
 
     /// Builds the index files `definitions` call for that disk components lack.
@@ -263,28 +245,31 @@ impl Dataset {
             }
             indexes.push(definition.clone());
         }
-        for partition in &self.partitions {
-            partition.state.write().add_memory_index(
-                &self.shape,
-                &definition,
-                &self.shape.dataset_type.record,
-            );
-        }
-        let built = self.build_everywhere(&definition, threads.max(1));
+        let built = self
+            .refresh_memory_indexes()
+            .and_then(|()| self.build_everywhere(&definition, threads.max(1)));
         let persisted = built.and_then(|()| self.persist_manifest(wal));
         if let Err(error) = persisted {
-            // Nothing names the index yet: forget it and its files.
+            // Nothing names the index yet: forget it and its files. Memory chunks that keep
+            // entries of it (should their rebuild fail too) are never searched by its name
+            // again unless a new index of that name rebuilds them.
             self.indexes.write().retain(|d| d.name != definition.name);
-            for partition in &self.partitions {
-                partition
-                    .state
-                    .write()
-                    .remove_memory_index(&definition.name);
-            }
+            let _ = self.refresh_memory_indexes();
             for component in self.disk_components() {
                 component.drop_index(&definition.name);
             }
             return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds every partition's memory index entries for the indexes now defined.
+    fn refresh_memory_indexes(&self) -> Result<()> {
+        let definitions = self.indexes.read().clone();
+        for partition in &self.partitions {
+            partition
+                .write()
+                .set_memory_indexes(&definitions, &self.shape.dataset_type.record)?;
         }
         Ok(())
     }
@@ -328,9 +313,7 @@ impl Dataset {
                 index: name.to_string(),
             });
         }
-        for partition in &self.partitions {
-            partition.state.write().remove_memory_index(name);
-        }
+        self.refresh_memory_indexes()?;
         self.persist_manifest(wal)?;
         for component in self.disk_components() {
             component.drop_index(name);
@@ -355,26 +338,20 @@ impl Dataset {
         let leading = &definition.fields[0];
         let test = |record: &Record| range.contains(value_at_path(record_type, record, leading));
         let matches = MemoryMatch::of(&definition, record_type, &test);
+        let ranges = std::slice::from_ref(range);
+        let search = matches.search(Some((name, ranges)));
         let mut total = 0u64;
         for partition in &self.partitions {
-            let (in_memory, slots) = {
-                let state = partition.state.read();
-                let in_memory = match state.memory_indexes.get(name) {
-                    Some(index) => index.count_in(range),
-                    None => self.matching_memory_rows(&state.memtable, &matches).len(),
-                };
-                (in_memory as u64, state.snapshot_slots())
-            };
-            total += in_memory;
-            for (component, _) in slots {
+            let view = partition.view();
+            total += self
+                .matching_memory_rows(&view.memory, &view.dead, &search)
+                .len() as u64;
+            for (component, _) in &view.slots {
                 total += match component {
                     ComponentRef::Disk(disk) => {
                         disk.index(&definition)?.positions(range).len() as u64
                     }
-                    ComponentRef::Frozen(frozen) => match frozen.indexes.get(name) {
-                        Some(index) => index.count_in(range) as u64,
-                        None => matching_frozen_rows(&frozen, &matches, |_| true).len() as u64,
-                    },
+                    ComponentRef::Frozen(frozen) => frozen.search(&search, |_| true).len() as u64,
                 };
             }
         }
@@ -406,25 +383,18 @@ impl Dataset {
         let test =
             |record: &Record| ranges_contain(ranges, value_at_path(record_type, record, leading));
         let matches = MemoryMatch::of(&definition, record_type, &test);
-        let (memory, slots) = {
-            let state = state.state.read();
-            let seqs: Vec<u32> = match state.memory_indexes.get(name) {
-                Some(index) => ranges
-                    .iter()
-                    .flat_map(|range| index.keys_in(range))
-                    .filter_map(|key| state.memtable.seq_of(key))
-                    .collect(),
-                None => self.matching_memory_rows(&state.memtable, &matches),
-            };
-            let memory = self.memory_batch(&state.memtable, &seqs, projection)?;
-            (memory, state.snapshot_slots())
-        };
+        let search = matches.search(Some((name, ranges)));
+        let view = state.view();
+        let seqs = self.matching_memory_rows(&view.memory, &view.dead, &search);
         let covering = definition.covering(&self.shape.schema, projection);
-        let mut batches: Vec<RecordBatch> = memory.into_iter().collect();
+        let mut batches: Vec<RecordBatch> = self
+            .memory_batch(&view.memory, &seqs, projection)?
+            .into_iter()
+            .collect();
         // The ranges' bounds, encoded once for every component (a join's lookup holds one
         // range per key).
         let mut encoded: Option<Vec<Option<EncodedRange>>> = None;
-        for (component, deleted) in slots {
+        for (component, deleted) in &view.slots {
             match component {
                 ComponentRef::Disk(disk) if covering.is_some() => {
                     // Index-only: the entries hold every column the query reads.
@@ -466,17 +436,7 @@ impl Dataset {
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
                 ComponentRef::Frozen(frozen) => {
-                    let rows: Vec<u64> = match frozen.indexes.get(name) {
-                        Some(index) => ranges
-                            .iter()
-                            .flat_map(|range| index.keys_in(range))
-                            .filter_map(|key| frozen.find(key))
-                            .filter(|&row| !deleted.contains(row))
-                            .collect(),
-                        None => {
-                            matching_frozen_rows(&frozen, &matches, |row| !deleted.contains(row))
-                        }
-                    };
+                    let rows = frozen.search(&search, |row| !deleted.contains(row));
                     if !rows.is_empty() {
                         batches.push(frozen.batch_of(&rows, projection)?);
                     }

@@ -19,7 +19,6 @@ use arrow::compute::interleave_record_batch;
 use cairn_model::json_arrow::BatchDecoder;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::{Key, Record};
-use parking_lot::RwLockWriteGuard;
 use std::sync::Arc;
 
 /// Checked records of one dataset as one batch of its schema, with their keys and JSON texts.
@@ -298,7 +297,7 @@ impl Dataset {
             self.apply_to_partition(partition, lsn, options, &mut receipt, |state| {
                 for (index, (_, keys, batch)) in partition_runs.enumerate() {
                     if index > 0 {
-                        RwLockWriteGuard::bump(state);
+                        state.bump();
                     }
                     state.put_rows(&self.shape, keys, batch, lsn)?;
                 }

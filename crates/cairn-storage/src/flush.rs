@@ -9,12 +9,11 @@ use crate::component::{DiskComponent, write_component_batches};
 use crate::dataset::{Dataset, partition_dir};
 use crate::durable_file::sync_dir;
 use crate::error::Result;
-use crate::memory_component::MemoryComponent;
 use crate::partition::{ComponentRef, FrozenMemtable, Slot};
 use crate::statistics::ColumnSummaries;
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 impl Dataset {
     /// Flushes partition `index`: retries any frozen memtable left by a failed flush, then
@@ -23,7 +22,7 @@ impl Dataset {
         let partition = &self.partitions[index];
         let _in_order = partition.flush_lock.lock();
         let frozen = {
-            let mut state = partition.state.write();
+            let mut state = partition.write();
             let leftover = state.slots.iter().rev().find_map(|s| match &s.component {
                 ComponentRef::Frozen(f) => Some(f.clone()),
                 ComponentRef::Disk(_) => None,
@@ -45,22 +44,20 @@ impl Dataset {
                     return Ok(true);
                 }
                 None => {
-                    let (keys, rows) = std::mem::take(&mut state.memtable).freeze();
-                    let fresh_indexes = state.memory_indexes.empty_like();
-                    let frozen = Arc::new(FrozenMemtable {
-                        id: self.allocate_component_id(),
-                        shape: self.shape.clone(),
+                    let fresh = state.memtable.emptied();
+                    let (keys, rows) = std::mem::replace(&mut state.memtable, fresh).freeze();
+                    let frozen = Arc::new(FrozenMemtable::new(
+                        self.allocate_component_id(),
+                        self.shape.clone(),
                         keys,
                         rows,
-                        first_lsn: state.memtable_first_lsn.take(),
-                        last_lsn: state.complete_lsn(),
-                        batch: OnceLock::new(),
-                        summary: std::mem::replace(
+                        state.memtable_first_lsn.take(),
+                        state.complete_lsn(),
+                        std::mem::replace(
                             &mut state.memtable_summary,
                             ColumnSummaries::empty(&self.shape),
                         ),
-                        indexes: std::mem::replace(&mut state.memory_indexes, fresh_indexes),
-                    });
+                    ));
                     state
                         .slots
                         .insert(0, Slot::new(ComponentRef::Frozen(frozen.clone())));
@@ -71,9 +68,10 @@ impl Dataset {
 
         let disk = self.write_rows(index, frozen.id, frozen.batch()?, row_group_rows)?;
         debug_assert_eq!(disk.rows, frozen.len() as u64);
+        self.prepare_for_readers(&disk)?;
 
         {
-            let mut state = partition.state.write();
+            let mut state = partition.write();
             let slot_index = state
                 .slot_index(frozen.id)
                 .ok_or(crate::error::StorageError::Closed)?;
@@ -90,7 +88,7 @@ impl Dataset {
     pub fn flush_all(&self, wal: &Wal, row_group_rows: usize) -> Result<()> {
         for index in 0..self.partitions.len() {
             while self.flush_partition(index, wal, row_group_rows)? {
-                let state = self.partitions[index].state.read();
+                let state = self.partitions[index].read();
                 if state.memtable.is_empty() && state.frozen_count() == 0 {
                     break;
                 }
@@ -130,8 +128,7 @@ impl Dataset {
             state
                 .slots
                 .insert(0, Slot::new(ComponentRef::Disk(Arc::new(disk))));
-            state.memtable = MemoryComponent::default();
-            state.memory_indexes = state.memory_indexes.empty_like();
+            state.memtable = state.memtable.emptied();
         }
         state.memtable_summary = ColumnSummaries::empty(&self.shape);
         state.memtable_first_lsn = None;

@@ -69,7 +69,7 @@ impl Dataset {
     ) -> Result<bool> {
         let partition = &self.partitions[index];
         let inputs: Vec<MergeInput> = {
-            let mut state = partition.state.write();
+            let mut state = partition.write();
             let total = state.disk_component_count();
             let candidates: Vec<(usize, u64)> = state
                 .slots
@@ -112,7 +112,7 @@ impl Dataset {
         };
         let outcome = self.run_merge(index, wal, options, &inputs);
         if outcome.is_err() {
-            let mut state = partition.state.write();
+            let mut state = partition.write();
             for input in &inputs {
                 if let Some(i) = state.slot_index(input.component.id) {
                     state.slots[i].merging = false;
@@ -192,13 +192,14 @@ impl Dataset {
             sync_dir(&partition_dir(&self.dir, index))?;
             let merged = DiskComponent::open(id, path, self.shape.clone(), self.caches.clone())?;
             debug_assert_eq!(merged.bytes, bytes);
+            self.prepare_for_readers(&merged)?;
             Some(Arc::new(merged))
         };
 
         // Install: swap inputs for the output, carrying over deletions made meanwhile.
         let mut replaced_files = Vec::new();
         {
-            let mut state = self.partitions[index].state.write();
+            let mut state = self.partitions[index].write();
             let mut carried = RoaringTreemap::new();
             let mut position = usize::MAX;
             for (source, input) in inputs.iter().enumerate() {

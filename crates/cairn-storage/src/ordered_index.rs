@@ -148,9 +148,14 @@ impl OrderedIndexScan {
         let mut sources = Vec::new();
         for partition in &dataset.partitions {
             let (rows, seqs, slots) = {
-                let state = partition.state.read();
-                let seqs: Vec<u32> = state.memtable.live().map(|(_, seq)| seq).collect();
-                (state.memtable.rows().clone(), seqs, state.snapshot_slots())
+                let view = partition.view();
+                let seqs: Vec<u32> = view
+                    .memory
+                    .live_keys(|seq| !view.dead.contains(seq))
+                    .into_iter()
+                    .map(|(_, seq)| seq)
+                    .collect();
+                (view.memory.clone(), seqs, view.slots.clone())
             };
             sources.extend(memory_source(rows, seqs));
             for (component, deleted) in slots {

@@ -8,8 +8,8 @@
 
 use crate::component::DiskComponent;
 use crate::error::Result;
-use crate::memory_component::{MemoryComponent, MemoryRows};
-use crate::memory_index::MemoryIndexes;
+use crate::memory_chunk::MemoryIndexSpec;
+use crate::memory_component::{MemoryComponent, MemoryRows, MemorySearch};
 use crate::options::StorageOptions;
 use crate::secondary_index::IndexDefinition;
 use crate::shape::DatasetShape;
@@ -35,11 +35,57 @@ pub struct FrozenMemtable {
     pub batch: OnceLock<RecordBatch>,
     /// Column bounds of its records, carried over from the memory component.
     pub summary: ColumnSummaries,
-    /// The memory component's btree indexes as they were when it was frozen.
-    pub indexes: MemoryIndexes,
+    /// Each row of `rows` (by `seq`) with its number in key order, [`DEAD_SEQ`] for a row
+    /// that was no longer live when frozen.
+    pub row_of_seq: Vec<u32>,
 }
 
+/// [`FrozenMemtable::row_of_seq`] of a row that was not live when frozen.
+pub const DEAD_SEQ: u32 = u32::MAX;
+
 impl FrozenMemtable {
+    /// Freezes `keys` (live keys in key order with their rows) and `rows`.
+    pub fn new(
+        id: u64,
+        shape: Arc<DatasetShape>,
+        keys: Vec<(Key, u32)>,
+        rows: MemoryRows,
+        first_lsn: Option<u64>,
+        last_lsn: u64,
+        summary: ColumnSummaries,
+    ) -> FrozenMemtable {
+        let mut row_of_seq = vec![DEAD_SEQ; rows.len()];
+        for (row, (_, seq)) in keys.iter().enumerate() {
+            row_of_seq[*seq as usize] = row as u32;
+        }
+        FrozenMemtable {
+            id,
+            shape,
+            keys,
+            rows,
+            first_lsn,
+            last_lsn,
+            batch: OnceLock::new(),
+            summary,
+            row_of_seq,
+        }
+    }
+
+    /// The rows (in key order numbering) that `live` accepts and `search` selects, ascending.
+    pub fn search(&self, search: &MemorySearch<'_>, live: impl Fn(u64) -> bool) -> Vec<u64> {
+        let mut rows: Vec<u64> = self
+            .rows
+            .search(&self.shape, search, |seq| {
+                let row = self.row_of_seq[seq as usize];
+                row != DEAD_SEQ && live(row as u64)
+            })
+            .into_iter()
+            .map(|seq| self.row_of_seq[seq as usize] as u64)
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+
     pub fn len(&self) -> usize {
         self.keys.len()
     }
@@ -175,8 +221,6 @@ pub enum Location {
 #[derive(Default)]
 pub struct PartitionState {
     pub memtable: MemoryComponent,
-    /// The memtable's btree indexes, one per btree index of the dataset.
-    pub memory_indexes: MemoryIndexes,
     /// Column bounds of every record put into the memtable since it was last emptied.
     pub memtable_summary: ColumnSummaries,
     /// LSN of the first write into the current memtable.
@@ -227,9 +271,6 @@ impl PartitionState {
     /// Memory the memtable and its indexes take, approximately.
     pub fn memtable_bytes(&self) -> usize {
         self.memtable.bytes()
-            + self
-                .memory_indexes
-                .bytes(self.memtable.len(), self.memtable.key_bytes())
     }
 
     /// The LSN up to which every write is wholly applied here: what a flush may record as
@@ -265,10 +306,9 @@ impl PartitionState {
         } else {
             self.component_version(&key)?
         };
-        self.retire_for_replacement(shape, &key, in_component);
+        self.retire_for_replacement(&key, in_component);
         self.note_write(lsn);
         self.memtable_summary.add_record(&record);
-        self.memory_indexes.insert(&key, &record);
         self.memtable.insert(key, record);
         Ok(())
     }
@@ -298,21 +338,14 @@ impl PartitionState {
             .iter()
             .map(|key| self.component_version(key))
             .collect::<Result<_>>()?;
-        let first = self.memtable.append_rows(shape, batch.clone())?;
+        let first = self
+            .memtable
+            .append_rows(shape, batch.clone(), keys.clone())?;
         self.memtable_summary.add_batch(shape, &batch);
         self.note_write(lsn);
-        let index_fields: Vec<usize> = self.memory_indexes.top_level_fields().collect();
         for (offset, (key, in_component)) in keys.into_iter().zip(in_components).enumerate() {
-            let seq = first + offset as u32;
-            self.retire_for_replacement(shape, &key, in_component);
-            if !index_fields.is_empty() {
-                let indexed =
-                    self.memtable
-                        .rows()
-                        .record_fields(shape, seq, index_fields.iter().copied());
-                self.memory_indexes.insert(&key, &indexed);
-            }
-            self.memtable.assign(key, seq);
+            self.retire_for_replacement(&key, in_component);
+            self.memtable.assign(key, first + offset as u32);
         }
         Ok(())
     }
@@ -325,35 +358,24 @@ impl PartitionState {
         })
     }
 
-    /// Retires `key`'s current version before a new one goes in: a memory version leaves the
-    /// memory indexes (the insert marks its row dead), and a component version, found
-    /// beforehand as `in_component`, is marked deleted. The old version's index entries go
-    /// first because the new version may share their value.
-    fn retire_for_replacement(
-        &mut self,
-        shape: &DatasetShape,
-        key: &Key,
-        in_component: Option<(usize, u64)>,
-    ) {
-        match self.memtable.seq_of(key) {
-            Some(old) => self.unindex_memory_row(shape, key, old),
-            None => {
-                if let Some((slot, row)) = in_component {
-                    self.slots[slot].mark_deleted(row);
-                }
-            }
+    /// Retires `key`'s current version before a new one goes in: a component version, found
+    /// beforehand as `in_component`, is marked deleted. (A memory version is marked dead by
+    /// the insert that replaces it.)
+    fn retire_for_replacement(&mut self, key: &Key, in_component: Option<(usize, u64)>) {
+        if self.memtable.seq_of(key).is_none()
+            && let Some((slot, row)) = in_component
+        {
+            self.slots[slot].mark_deleted(row);
         }
     }
 
     /// Removes the current version of `key`, if any. Returns whether one existed.
-    pub fn delete(&mut self, shape: &DatasetShape, key: &Key, lsn: u64) -> Result<bool> {
+    pub fn delete(&mut self, key: &Key, lsn: u64) -> Result<bool> {
         self.note_write(lsn);
         match self.locate(key)? {
             None => Ok(false),
             Some(Location::Memtable) => {
-                if let Some(old) = self.memtable.remove(key) {
-                    self.unindex_memory_row(shape, key, old);
-                }
+                self.memtable.remove(key);
                 Ok(true)
             }
             Some(Location::Component { slot, row }) => {
@@ -363,40 +385,15 @@ impl PartitionState {
         }
     }
 
-    /// Takes memory row `seq`, a version of `key`, out of the memory indexes.
-    fn unindex_memory_row(&mut self, shape: &DatasetShape, key: &Key, seq: u32) {
-        if self.memory_indexes.is_empty() {
-            return;
-        }
-        let fields = self.memory_indexes.top_level_fields();
-        let old = self.memtable.rows().record_fields(shape, seq, fields);
-        self.memory_indexes.remove(key, &old);
-    }
-
-    /// Indexes the memtable's records by `definition` (if a btree) from now on.
-    pub fn add_memory_index(
+    /// Builds the memory component's index entries for the btree indexes among
+    /// `definitions` from now on (after CREATE or DROP INDEX). A failure changes nothing.
+    pub fn set_memory_indexes(
         &mut self,
-        shape: &DatasetShape,
-        definition: &IndexDefinition,
+        definitions: &[IndexDefinition],
         record_type: &RecordType,
-    ) {
-        self.remove_memory_index(&definition.name);
-        let fields = definition.top_level_fields(record_type);
-        let rows = self.memtable.rows();
-        let records: Vec<(&Key, Record)> = self
-            .memtable
-            .live()
-            .map(|(key, seq)| (key, rows.record_fields(shape, seq, fields.iter().copied())))
-            .collect();
-        self.memory_indexes.add(
-            definition,
-            record_type,
-            records.iter().map(|(key, record)| (*key, record)),
-        );
-    }
-
-    pub fn remove_memory_index(&mut self, name: &str) {
-        self.memory_indexes.remove_index(name);
+    ) -> Result<()> {
+        self.memtable
+            .set_index_specs(MemoryIndexSpec::of(definitions, record_type))
     }
 
     /// Number of disk components (the quantity the hard component limit bounds).

@@ -305,13 +305,11 @@ impl Dataset {
         }
         let ranges = self.range_columns(&request.ranges)?;
         {
-            let ((memory, dead), slots) = {
-                let state = partition.state.read();
-                (state.memtable.snapshot(), state.snapshot_slots())
-            };
+            let view = partition.view();
+            let (memory, dead, slots) = (&view.memory, &view.dead, view.slots.clone());
             let mut units = VecDeque::new();
             let mut pruned = 0;
-            for batch in memory.live_batches(&self.shape, &dead, None)? {
+            for batch in memory.live_batches(&self.shape, dead, None)? {
                 units.push_back(Unit::Batch(batch));
             }
             for (component, deleted) in slots {

@@ -461,6 +461,17 @@ impl ComponentIndex {
         self.rows.len()
     }
 
+    /// Memory the entries take, approximately.
+    pub fn memory_size(&self) -> usize {
+        self.values.size()
+            + self.rows.len() * std::mem::size_of::<u32>()
+            + self
+                .included
+                .iter()
+                .map(|column| column.get_array_memory_size())
+                .sum::<usize>()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

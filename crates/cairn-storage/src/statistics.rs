@@ -230,20 +230,9 @@ impl Dataset {
     /// and every component.
     pub fn partition_summary(&self, index: usize) -> Result<PartitionSummary> {
         let partition = &self.partitions[index];
-        let (live_rows, mut columns, components) = {
-            let state = partition.state.read();
-            let components: Vec<ComponentRef> = state
-                .slots
-                .iter()
-                .map(|slot| slot.component.clone())
-                .collect();
-            (
-                state.live_rows(),
-                state.memtable_summary.clone(),
-                components,
-            )
-        };
-        for component in &components {
+        let view = partition.view();
+        let (live_rows, mut columns) = (view.live_rows, view.memory_summary.clone());
+        for (component, _) in &view.slots {
             match component {
                 ComponentRef::Disk(disk) => columns.merge(disk.summary()?.as_ref()),
                 ComponentRef::Frozen(frozen) => columns.merge(&frozen.summary),
@@ -315,10 +304,10 @@ impl Dataset {
         let mut merged: Option<std::collections::HashMap<String, Sketch>> = None;
         let (mut sketched_rows, mut memory_rows) = (0u64, 0u64);
         for partition in &self.partitions {
-            let state = partition.state.read();
-            memory_rows += state.memtable.len() as u64;
-            for slot in &state.slots {
-                match &slot.component {
+            let view = partition.view();
+            memory_rows += view.memory_live_rows;
+            for (component, _) in &view.slots {
+                match component {
                     ComponentRef::Disk(disk) => {
                         sketched_rows += disk.rows;
                         let fields = &disk.sketches.0;

@@ -202,6 +202,12 @@ impl Storage {
                 Ok(())
             },
         )?;
+        // Replay changed the partitions without publishing views of them.
+        for dataset in datasets.values() {
+            for partition in &dataset.partitions {
+                partition.publish();
+            }
+        }
         let inner = Arc::new(Inner {
             dir,
             options,
@@ -418,7 +424,7 @@ impl Storage {
             let overloaded = dataset
                 .partitions
                 .iter()
-                .any(|p| p.state.read().is_overloaded(options));
+                .any(|p| p.read().is_overloaded(options));
             if !overloaded || self.inner.shutdown.load(Ordering::Acquire) {
                 return;
             }
@@ -502,14 +508,14 @@ impl Storage {
         let dataset = self.dataset(dataset)?;
         let mut stats = DatasetStats::default();
         for partition in &dataset.partitions {
-            let state = partition.state.read();
-            stats.live_rows += state.live_rows();
-            stats.memtable_rows += state.memtable.len() as u64;
-            stats.components += state.slots.len();
-            stats.components_per_partition.push(state.slots.len());
-            for slot in &state.slots {
-                stats.deleted_rows += slot.deleted.len();
-                if let crate::partition::ComponentRef::Disk(d) = &slot.component {
+            let view = partition.view();
+            stats.live_rows += view.live_rows;
+            stats.memtable_rows += view.memory_live_rows;
+            stats.components += view.slots.len();
+            stats.components_per_partition.push(view.slots.len());
+            for (component, deleted) in &view.slots {
+                stats.deleted_rows += deleted.len();
+                if let crate::partition::ComponentRef::Disk(d) = component {
                     stats.component_bytes += d.bytes;
                 }
             }
@@ -591,7 +597,7 @@ impl Inner {
         for dataset in self.datasets.read().values() {
             let _turn = dataset.lock_write_turn();
             for partition in &dataset.partitions {
-                if let Some(lsn) = partition.state.read().oldest_unflushed_lsn() {
+                if let Some(lsn) = partition.read().oldest_unflushed_lsn() {
                     oldest_needed = oldest_needed.min(lsn);
                 }
             }
@@ -608,7 +614,7 @@ impl Inner {
         for dataset in &datasets {
             for index in 0..dataset.partitions.len() {
                 let (bytes, frozen) = {
-                    let state = dataset.partitions[index].state.read();
+                    let state = dataset.partitions[index].read();
                     (state.memtable_bytes(), state.frozen_count())
                 };
                 total += bytes;

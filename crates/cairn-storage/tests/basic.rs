@@ -935,14 +935,14 @@ fn a_flush_between_runs_of_a_batch_leaves_the_batch_to_replay() {
     let half_applied = before + 1;
     {
         // The state a batch leaves while it has yielded the lock after its first run.
-        let mut state = dataset.partitions[0].state.write();
+        let mut state = dataset.partitions[0].write();
         state.applying_lsn = Some(half_applied);
         state
             .put(&dataset.shape, Key::int(2), item(2, 2), half_applied, false)
             .unwrap();
     }
     storage.flush("items").unwrap();
-    let state = dataset.partitions[0].state.read();
+    let state = dataset.partitions[0].read();
     assert_eq!(state.disk_component_count(), 1, "the flush wrote the run");
     assert_eq!(state.flushed_lsn, before);
 }
@@ -981,4 +981,46 @@ fn a_checked_record_is_written_unchecked_only_to_the_dataset_it_was_checked_for(
         storage.get("items", &Key::int(5)).unwrap(),
         Some(item(5, 6))
     );
+}
+
+/// Queries read the view published when a partition's lock was last released, so a writer
+/// holding the lock (a feed's run, preempted while it applies) never makes them wait; they
+/// see its changes once it releases the lock.
+#[test]
+fn readers_do_not_wait_for_a_writer_holding_the_partition_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open(dir.path());
+    storage
+        .create_dataset("items", item_dataset_type(), Some(1))
+        .unwrap();
+    let lsn = storage
+        .write("items", vec![WriteOp::Upsert(item(1, 1))])
+        .unwrap()
+        .lsn;
+    let dataset = storage.dataset("items").unwrap();
+    let read_everything = || {
+        let ids: Vec<Key> = storage
+            .range("items", Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        let second = dataset.get(&Key::int(2)).unwrap().is_some();
+        (ids, second, dataset.live_rows())
+    };
+    let mut state = dataset.partitions[0].write();
+    state
+        .put(&dataset.shape, Key::int(2), item(2, 2), lsn + 1, false)
+        .unwrap();
+    let (answers, answered) = std::sync::mpsc::channel();
+    let while_held = std::thread::scope(|scope| {
+        scope.spawn(|| answers.send(read_everything()).unwrap());
+        let while_held = answered.recv_timeout(std::time::Duration::from_secs(10));
+        // Released before the scope joins the reader, so a reader that did wait ends too.
+        drop(state);
+        while_held
+    });
+    let while_held = while_held.expect("a reader waited for the writer's lock");
+    assert_eq!(while_held, (vec![Key::int(1)], false, 1));
+    assert_eq!(read_everything(), (vec![Key::int(1), Key::int(2)], true, 2));
 }
