@@ -257,18 +257,7 @@ impl PartitionState {
         Ok(locate_in_slots(&self.slots, key)?.map(|(slot, row)| Location::Component { slot, row }))
     }
 
-    /// The live version of `key`, as a component handle and row or a memtable record.
-    pub fn lookup(&self, shape: &DatasetShape, key: &Key) -> Result<Option<Found>> {
-        Ok(match self.locate(key)? {
-            None => None,
-            Some(Location::Memtable) => self.memtable.get(shape, key).map(Found::Record),
-            Some(Location::Component { slot, row }) => {
-                Some(Found::Row(self.slots[slot].component.clone(), row))
-            }
-        })
-    }
-
-    /// Memory the memtable and its indexes take, approximately.
+    /// Memory the memtable takes (index entries included), approximately.
     pub fn memtable_bytes(&self) -> usize {
         self.memtable.bytes()
     }
