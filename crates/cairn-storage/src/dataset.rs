@@ -616,9 +616,8 @@ impl Dataset {
                 let view = partition.view();
                 let memory: Vec<(Key, Record)> = view
                     .memory
-                    .live_keys(|seq| !view.dead.contains(seq))
+                    .live_keys((lo, hi), |seq| !view.dead.contains(seq))
                     .into_iter()
-                    .filter(|(key, _)| in_range(key))
                     .map(|(key, seq)| (key, view.memory.record(&self.shape, seq)))
                     .collect();
                 (memory, view.slots.clone())

@@ -20,7 +20,6 @@ use crate::secondary_index::{
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Record;
-use roaring::RoaringBitmap;
 use std::sync::Arc;
 
 /// An index-only scan's output batch: the projected schema's columns, each taken from the
@@ -46,75 +45,31 @@ fn covered_batch(
     RecordBatch::try_new(Arc::new(projected), columns).map_err(StorageError::from)
 }
 
-/// What an index search asks of a record in memory, where no index structure answers it.
-pub(crate) struct MemoryMatch<'a> {
-    /// The top-level fields `record` reads (the only ones decoded).
-    pub fields: Vec<usize>,
-    pub record: &'a dyn Fn(&Record) -> bool,
-}
-
-impl<'a> MemoryMatch<'a> {
-    /// The search of memory rows this test makes, answered by `index`'s entries for
-    /// `ranges` where a chunk has them.
-    fn search(&'a self, index: Option<(&'a str, &'a [IndexRange])>) -> MemorySearch<'a> {
-        MemorySearch {
-            index,
-            fields: &self.fields,
-            record: self.record,
-        }
-    }
-
-    /// A test of `definition`'s fields by `record`.
-    pub fn of(
-        definition: &IndexDefinition,
-        record_type: &cairn_model::RecordType,
-        record: &'a dyn Fn(&Record) -> bool,
-    ) -> Self {
-        MemoryMatch {
-            fields: definition.top_level_fields(record_type),
-            record,
-        }
-    }
-}
-
 /// A search of one disk component for the rows an index names, told which rows are live.
 pub(crate) type ComponentRows<'a> =
     dyn Fn(&DiskComponent, &dyn Fn(u64) -> bool) -> Result<Vec<u64>> + 'a;
 
 impl Dataset {
     /// How many rows an index search names over every partition: memory and frozen records
-    /// that pass `matches`, plus what `component_count` counts in each disk component
+    /// that `search` selects, plus what `component_count` counts in each disk component
     /// (entries of deleted rows still count, so it is an upper bound).
     pub(crate) fn count_through_index(
         &self,
-        matches: &MemoryMatch<'_>,
+        search: &MemorySearch<'_>,
         component_count: &dyn Fn(&DiskComponent) -> Result<u64>,
     ) -> Result<u64> {
         let mut total = 0u64;
         for partition in &self.partitions {
             let view = partition.view();
-            let search = matches.search(None);
-            total += self
-                .matching_memory_rows(&view.memory, &view.dead, &search)
-                .len() as u64;
+            total += view.search_memory(&self.shape, search).len() as u64;
             for (component, _) in &view.slots {
                 total += match component {
                     ComponentRef::Disk(disk) => component_count(disk)?,
-                    ComponentRef::Frozen(frozen) => frozen.search(&search, |_| true).len() as u64,
+                    ComponentRef::Frozen(frozen) => frozen.search(search, |_| true).len() as u64,
                 };
             }
         }
         Ok(total)
-    }
-
-    /// The live memory rows `search` selects, in arrival order.
-    fn matching_memory_rows(
-        &self,
-        rows: &MemoryRows,
-        dead: &RoaringBitmap,
-        search: &MemorySearch<'_>,
-    ) -> Vec<u32> {
-        rows.search(&self.shape, search, |seq| !dead.contains(seq))
     }
 
     /// Memory rows `seqs` as one batch cut to `projection`, or `None` for no rows.
@@ -131,14 +86,14 @@ impl Dataset {
     }
 
     /// The live rows of partition `partition` an index search names, with columns
-    /// `projection` of the dataset schema: memory and frozen records that pass `matches`,
+    /// `projection` of the dataset schema: memory and frozen records `search` selects,
     /// and the rows `component_rows` finds in each disk component (any order, repeats
     /// allowed), less the deleted ones. `component_rows` is told which rows are live, for
     /// searches that rank what they find.
     pub(crate) fn scan_through_index(
         &self,
         partition: usize,
-        matches: &MemoryMatch<'_>,
+        search: &MemorySearch<'_>,
         component_rows: &ComponentRows,
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
@@ -149,8 +104,7 @@ impl Dataset {
             });
         };
         let view = state.view();
-        let search = matches.search(None);
-        let seqs = self.matching_memory_rows(&view.memory, &view.dead, &search);
+        let seqs = view.search_memory(&self.shape, search);
         let mut batches: Vec<RecordBatch> = self
             .memory_batch(&view.memory, &seqs, projection)?
             .into_iter()
@@ -168,7 +122,7 @@ impl Dataset {
                     batches.extend(disk.fetch_rows(&rows, projection)?);
                 }
                 ComponentRef::Frozen(frozen) => {
-                    let rows = frozen.search(&search, |row| !deleted.contains(row));
+                    let rows = frozen.search(search, |row| !deleted.contains(row));
                     if !rows.is_empty() {
                         batches.push(frozen.batch_of(&rows, projection)?);
                     }
@@ -337,15 +291,12 @@ impl Dataset {
         let record_type = &self.shape.dataset_type.record;
         let leading = &definition.fields[0];
         let test = |record: &Record| range.contains(value_at_path(record_type, record, leading));
-        let matches = MemoryMatch::of(&definition, record_type, &test);
-        let ranges = std::slice::from_ref(range);
-        let search = matches.search(Some((name, ranges)));
+        let search = MemorySearch::of(&definition, record_type, &test)
+            .through(name, std::slice::from_ref(range));
         let mut total = 0u64;
         for partition in &self.partitions {
             let view = partition.view();
-            total += self
-                .matching_memory_rows(&view.memory, &view.dead, &search)
-                .len() as u64;
+            total += view.search_memory(&self.shape, &search).len() as u64;
             for (component, _) in &view.slots {
                 total += match component {
                     ComponentRef::Disk(disk) => {
@@ -382,10 +333,9 @@ impl Dataset {
         let leading = &definition.fields[0];
         let test =
             |record: &Record| ranges_contain(ranges, value_at_path(record_type, record, leading));
-        let matches = MemoryMatch::of(&definition, record_type, &test);
-        let search = matches.search(Some((name, ranges)));
+        let search = MemorySearch::of(&definition, record_type, &test).through(name, ranges);
         let view = state.view();
-        let seqs = self.matching_memory_rows(&view.memory, &view.dead, &search);
+        let seqs = view.search_memory(&self.shape, &search);
         let covering = definition.covering(&self.shape.schema, projection);
         let mut batches: Vec<RecordBatch> = self
             .memory_batch(&view.memory, &seqs, projection)?

@@ -4,8 +4,8 @@
 //! bounding box; the query's own shape (a circle, say) is tested by the filter above the scan.
 
 use crate::dataset::Dataset;
-use crate::dataset_indexes::MemoryMatch;
 use crate::error::{Result, StorageError};
+use crate::memory_component::MemorySearch;
 use crate::secondary_index::{IndexDefinition, IndexKind, value_at_path};
 use crate::spatial_index::{BoundingBox, bounding_box, boxes_intersect};
 use arrow::array::RecordBatch;
@@ -44,8 +44,8 @@ impl Dataset {
         let definition = self.rtree_definition(name)?;
         let queries = std::slice::from_ref(query);
         let test = |r: &Record| self.meets(&definition, r, queries);
-        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
-        self.count_through_index(&matches, &|disk| {
+        let search = MemorySearch::of(&definition, &self.shape.dataset_type.record, &test);
+        self.count_through_index(&search, &|disk| {
             Ok(disk.spatial_index(&definition)?.count(query) as u64)
         })
     }
@@ -79,10 +79,10 @@ impl Dataset {
             });
         }
         let test = |r: &Record| self.meets(&definition, r, queries);
-        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
+        let search = MemorySearch::of(&definition, &self.shape.dataset_type.record, &test);
         self.scan_through_index(
             partition,
-            &matches,
+            &search,
             &|disk, live| {
                 let index = disk.spatial_index(&definition)?;
                 let mut rows = Vec::new();

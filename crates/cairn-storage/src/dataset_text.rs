@@ -5,8 +5,8 @@
 //! query's own filter above the scan verifies.
 
 use crate::dataset::Dataset;
-use crate::dataset_indexes::MemoryMatch;
 use crate::error::{Result, StorageError};
+use crate::memory_component::MemorySearch;
 use crate::secondary_index::{IndexDefinition, value_at_path};
 use crate::text_index::{TermPlan, text_is_candidate};
 use arrow::array::RecordBatch;
@@ -42,8 +42,8 @@ impl Dataset {
     pub fn text_estimate(&self, name: &str, plan: &TermPlan) -> Result<u64> {
         let definition = self.text_definition(name)?;
         let test = |r: &Record| self.is_candidate(&definition, plan, r);
-        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
-        self.count_through_index(&matches, &|disk| {
+        let search = MemorySearch::of(&definition, &self.shape.dataset_type.record, &test);
+        self.count_through_index(&search, &|disk| {
             Ok(disk.text_index(&definition)?.candidate_count(plan))
         })
     }
@@ -59,10 +59,10 @@ impl Dataset {
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.text_definition(name)?;
         let test = |r: &Record| self.is_candidate(&definition, plan, r);
-        let matches = MemoryMatch::of(&definition, &self.shape.dataset_type.record, &test);
+        let search = MemorySearch::of(&definition, &self.shape.dataset_type.record, &test);
         self.scan_through_index(
             partition,
-            &matches,
+            &search,
             &|disk, _| {
                 let candidates = disk.text_index(&definition)?.candidates(plan);
                 Ok(candidates.iter().map(u64::from).collect())

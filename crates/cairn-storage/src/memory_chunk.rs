@@ -21,8 +21,6 @@ pub struct MemoryIndexSpec {
     /// The leading field's path (`a` or `a.b`).
     pub leading: String,
     pub leading_type: DataType,
-    /// The top-level field the leading path starts at.
-    pub top_level_field: usize,
 }
 
 impl MemoryIndexSpec {
@@ -35,12 +33,10 @@ impl MemoryIndexSpec {
             .filter_map(|definition| {
                 let leading = definition.fields.first()?.clone();
                 let leading_type = definition.field_types(record_type).first()?.clone();
-                let top_level_field = *definition.top_level_fields(record_type).first()?;
                 Some(MemoryIndexSpec {
                     name: definition.name.clone(),
                     leading,
                     leading_type,
-                    top_level_field,
                 })
             })
             .collect()

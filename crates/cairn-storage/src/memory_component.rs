@@ -21,15 +21,19 @@
 
 use crate::error::{Result, StorageError};
 use crate::memory_chunk::{MemoryChunk, MemoryIndexSpec, MemoryIndexSpecs};
-use crate::secondary_index::{EncodedRange, IndexRange};
+use crate::secondary_index::{EncodedRange, IndexDefinition, IndexRange};
 use crate::shape::DatasetShape;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::{filter_record_batch, interleave_record_batch};
 use cairn_model::arrow_mapping::value_at;
-use cairn_model::{Key, Record, Value};
+use cairn_model::{Key, Record, RecordType, Value};
 use roaring::RoaringBitmap;
 use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+
+/// A key range holding every key.
+pub const UNBOUNDED: (Bound<&Key>, Bound<&Key>) = (Bound::Unbounded, Bound::Unbounded);
 
 /// Rows per chunk sealed from the tail, and the size up to which appended batches are joined.
 /// Sealing runs under the partition's write lock, so a chunk is kept small enough to build in
@@ -69,8 +73,32 @@ pub struct MemorySearch<'a> {
     /// The index and the disjoint ranges, sorted by lower bound, of its leading field.
     pub index: Option<(&'a str, &'a [IndexRange])>,
     /// The top-level fields `record` reads (the only ones decoded).
-    pub fields: &'a [usize],
+    pub fields: Vec<usize>,
     pub record: &'a dyn Fn(&Record) -> bool,
+}
+
+impl<'a> MemorySearch<'a> {
+    /// A test of `definition`'s fields by `record`, record by record.
+    pub fn of(
+        definition: &IndexDefinition,
+        record_type: &RecordType,
+        record: &'a dyn Fn(&Record) -> bool,
+    ) -> Self {
+        MemorySearch {
+            index: None,
+            fields: definition.top_level_fields(record_type),
+            record,
+        }
+    }
+
+    /// The same search, answered by btree `name`'s entries for `ranges` where a chunk has
+    /// them.
+    pub fn through(self, name: &'a str, ranges: &'a [IndexRange]) -> Self {
+        MemorySearch {
+            index: Some((name, ranges)),
+            ..self
+        }
+    }
 }
 
 impl MemoryRows {
@@ -177,16 +205,27 @@ impl MemoryRows {
         })
     }
 
-    /// Every row `live` accepts with its key, in key order.
-    pub fn live_keys(&self, live: impl Fn(u32) -> bool) -> Vec<(Key, u32)> {
+    /// Every row `live` accepts whose key lies in `range`, with its key, in key order. Each
+    /// chunk's keys are sorted, so only the part of each chunk in `range` is read.
+    pub fn live_keys(
+        &self,
+        range: (Bound<&Key>, Bound<&Key>),
+        live: impl Fn(u32) -> bool,
+    ) -> Vec<(Key, u32)> {
         let sealed = self.sealed_rows() as u32;
         let mut keys: Vec<(Key, u32)> = Vec::new();
         for (index, chunk) in self.chunks.iter().enumerate() {
             let start = self.chunk_start(index);
+            let sorted = chunk.keys();
+            let first = sorted.partition_point(|(key, _)| match range.0 {
+                Bound::Included(lo) => key < lo,
+                Bound::Excluded(lo) => key <= lo,
+                Bound::Unbounded => false,
+            });
             keys.extend(
-                chunk
-                    .keys()
+                sorted[first..]
                     .iter()
+                    .take_while(|(key, _)| range.contains(key))
                     .map(|(key, row)| (key, start + row))
                     .filter(|&(_, seq)| live(seq))
                     .map(|(key, seq)| (key.clone(), seq)),
@@ -196,6 +235,7 @@ impl MemoryRows {
             self.tail
                 .iter()
                 .enumerate()
+                .filter(|(_, row)| range.contains(&row.key))
                 .map(|(index, row)| (&row.key, sealed + index as u32))
                 .filter(|&(_, seq)| live(seq))
                 .map(|(key, seq)| (key.clone(), seq)),
@@ -749,7 +789,18 @@ mod tests {
             assert_eq!(rows.find(&key, live), memory.seq_of(&key), "key {id}");
         }
         let expected: Vec<(Key, u32)> = memory.live().map(|(k, s)| (k.clone(), s)).collect();
-        assert_eq!(rows.live_keys(live), expected);
+        assert_eq!(rows.live_keys(UNBOUNDED, live), expected);
+        let (lo, hi) = (Key::int(100), Key::int(200));
+        let in_range: Vec<(Key, u32)> = expected
+            .iter()
+            .filter(|(key, _)| *key >= lo && *key < hi)
+            .cloned()
+            .collect();
+        assert!(!in_range.is_empty());
+        assert_eq!(
+            rows.live_keys((Bound::Included(&lo), Bound::Excluded(&hi)), live),
+            in_range
+        );
 
         let range = IndexRange {
             lower: Some(Value::String("n010".into())),
@@ -757,20 +808,20 @@ mod tests {
         };
         let ranges = [range.clone()];
         let test = |record: &Record| range.contains(&record.values[1]);
-        let fields = [1];
-        let through_entries = MemorySearch {
-            index: Some((NAME_INDEX, &ranges)),
-            fields: &fields,
-            record: &test,
-        };
         let by_testing = MemorySearch {
             index: None,
-            ..through_entries
+            fields: vec![1],
+            record: &test,
         };
-        let mut found = rows.search(&shape, &through_entries, live);
-        found.sort_unstable();
+        let through_entries = MemorySearch {
+            fields: vec![1],
+            ..by_testing
+        }
+        .through(NAME_INDEX, &ranges);
         let mut tested = rows.search(&shape, &by_testing, live);
         tested.sort_unstable();
+        let mut found = rows.search(&shape, &through_entries, live);
+        found.sort_unstable();
         let mut expected: Vec<u32> = memory
             .live()
             .filter(|&(_, seq)| {
@@ -794,12 +845,12 @@ mod tests {
             upper: Some(Value::String("batch".into())),
         }];
         let never = |_: &Record| false;
-        let fields = [1];
         let search = MemorySearch {
-            index: Some((NAME_INDEX, &ranges)),
-            fields: &fields,
+            index: None,
+            fields: vec![1],
             record: &never,
-        };
+        }
+        .through(NAME_INDEX, &ranges);
         // Without entries the record test answers (here: nothing), with them the entries do.
         assert!(memory.rows().search(&shape, &search, |_| true).is_empty());
         memory

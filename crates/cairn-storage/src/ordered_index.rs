@@ -7,7 +7,7 @@
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
-use crate::memory_component::MemoryRows;
+use crate::memory_component::{MemoryRows, UNBOUNDED};
 use crate::partition::ComponentRef;
 use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_values, value_at_path};
 use crate::shape::DatasetShape;
@@ -151,7 +151,7 @@ impl OrderedIndexScan {
                 let view = partition.view();
                 let seqs: Vec<u32> = view
                     .memory
-                    .live_keys(|seq| !view.dead.contains(seq))
+                    .live_keys(UNBOUNDED, |seq| !view.dead.contains(seq))
                     .into_iter()
                     .map(|(_, seq)| seq)
                     .collect();

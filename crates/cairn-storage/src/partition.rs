@@ -236,11 +236,15 @@ pub struct PartitionState {
     pub applying_lsn: Option<u64>,
 }
 
-/// The (slot, row) of the live version of `key` among components, newest first.
-fn locate_in_slots(slots: &[Slot], key: &Key) -> Result<Option<(usize, u64)>> {
-    for (index, slot) in slots.iter().enumerate() {
-        if let Some(row) = slot.component.find(key)?
-            && !slot.deleted.contains(row)
+/// The (position, row) of the live version of `key` among `components` (each with its
+/// deletion vector), newest first.
+pub(crate) fn locate_in_components<'a>(
+    components: impl Iterator<Item = (&'a ComponentRef, &'a RoaringTreemap)>,
+    key: &Key,
+) -> Result<Option<(usize, u64)>> {
+    for (index, (component, deleted)) in components.enumerate() {
+        if let Some(row) = component.find(key)?
+            && !deleted.contains(row)
         {
             return Ok(Some((index, row)));
         }
@@ -254,7 +258,12 @@ impl PartitionState {
         if self.memtable.contains_key(key) {
             return Ok(Some(Location::Memtable));
         }
-        Ok(locate_in_slots(&self.slots, key)?.map(|(slot, row)| Location::Component { slot, row }))
+        let components = self
+            .slots
+            .iter()
+            .map(|slot| (&slot.component, slot.deleted.as_ref()));
+        Ok(locate_in_components(components, key)?
+            .map(|(slot, row)| Location::Component { slot, row }))
     }
 
     /// Memory the memtable takes (index entries included), approximately.

@@ -14,8 +14,8 @@
 
 use crate::component::DiskComponent;
 use crate::error::Result;
-use crate::memory_component::MemoryRows;
-use crate::partition::{ComponentRef, Found, PartitionState};
+use crate::memory_component::{MemoryRows, MemorySearch};
+use crate::partition::{ComponentRef, Found, PartitionState, locate_in_components};
 use crate::shape::DatasetShape;
 use crate::statistics::ColumnSummaries;
 use cairn_model::Key;
@@ -57,14 +57,15 @@ impl PartitionView {
         if let Some(seq) = self.memory.find(key, |seq| !self.dead.contains(seq)) {
             return Ok(Some(Found::Record(self.memory.record(shape, seq))));
         }
-        for (component, deleted) in &self.slots {
-            if let Some(row) = component.find(key)?
-                && !deleted.contains(row)
-            {
-                return Ok(Some(Found::Row(component.clone(), row)));
-            }
-        }
-        Ok(None)
+        let components = self.slots.iter().map(|(c, deleted)| (c, deleted.as_ref()));
+        Ok(locate_in_components(components, key)?
+            .map(|(index, row)| Found::Row(self.slots[index].0.clone(), row)))
+    }
+
+    /// The live memory rows `search` selects, in arrival order.
+    pub fn search_memory(&self, shape: &DatasetShape, search: &MemorySearch<'_>) -> Vec<u32> {
+        self.memory
+            .search(shape, search, |seq| !self.dead.contains(seq))
     }
 
     /// The disk components, newest first.
