@@ -49,6 +49,13 @@ impl Database {
                 "datafusion.execution.skip_partial_aggregation_probe_ratio_threshold",
                 &PARTIAL_AGGREGATION_GROUPS_PER_ROW_MAX.to_string(),
             )
+            // A scan expected to yield fewer rows than a batch (a key lookup, a short index
+            // scan) stays one partition: splitting it round-robin would only hand its rows to
+            // other threads, and on a busy machine each hand-off waits for a core.
+            .set_bool(
+                "datafusion.execution.use_row_number_estimates_to_optimize_partitioning",
+                true,
+            )
             .with_option_extension(crate::access_path::CairnOptions::default());
         let state = SessionStateBuilder::new()
             .with_config(config)

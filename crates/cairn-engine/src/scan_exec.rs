@@ -1,5 +1,5 @@
 //! The physical scan of a dataset: one DataFusion partition per storage partition (or a single
-//! one for a key lookup), reporting the storage's row counts, column bounds and null counts as
+//! one, read inline, for a key lookup or a short index scan), reporting the storage's row counts, column bounds and null counts as
 //! DataFusion statistics so joins and filters are planned from real figures.
 
 use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess};
@@ -39,6 +39,11 @@ use std::sync::Arc;
 
 /// Rows per key an index lookup expects on a field ANALYZE has not measured.
 const UNANALYZED_ROWS_PER_KEY: f64 = 10.0;
+
+/// Most rows an index scan may be estimated to read and still run inline (see
+/// [`reads_inline`]): BigFUN's S ranges (about 100 rows) do, its M ranges (about 10,000)
+/// keep a stream per partition, where two cores decoding beat one.
+const INLINE_SCAN_ROWS_MAX: u64 = 1_000;
 
 /// Rows of the first chunk of an ordered index scan, and the most of any later one.
 const ORDERED_FIRST_CHUNK_ROWS: usize = 64;
@@ -141,6 +146,7 @@ impl DatasetScanExec {
         let (partition_statistics, statistics) = match &access {
             // One stream, in order: the whole dataset's figures.
             Access::Ordered { .. } => (vec![statistics.clone()], statistics),
+            access if reads_inline(access) => (vec![statistics.clone()], statistics),
             _ => (partition_statistics, statistics),
         };
         let equivalence = match &access {
@@ -295,6 +301,9 @@ impl DatasetScanExec {
     }
 
     fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
+        if reads_inline(&self.access) {
+            return self.inline_stream();
+        }
         let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
         let counter =
             |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
@@ -326,13 +335,13 @@ impl DatasetScanExec {
                 }
                 Ok(())
             }),
-            access @ (Access::Index(_)
+            access @ (Access::Key(_)
+            | Access::Index(_)
             | Access::Spatial(_)
             | Access::Text(_)
             | Access::Lookup(_)) => builder.spawn_blocking(move || {
                 let timer = read_time.timer();
-                let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())
-                    .map_err(storage_error)?;
+                let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())?;
                 timer.done();
                 for batch in batches {
                     if tx.blocking_send(Ok(batch)).is_err() {
@@ -375,38 +384,73 @@ impl DatasetScanExec {
                     Ok(())
                 })
             }
-            Access::Key(key) => builder.spawn_blocking(move || {
-                let shape = &dataset.shape;
-                let timer = read_time.timer();
-                let record = dataset.get(&key).map_err(storage_error)?;
-                timer.done();
-                let batch: RecordBatch = records_to_batch(
-                    &shape.schema,
-                    &shape.dataset_type.record,
-                    &record.iter().collect::<Vec<_>>(),
-                )
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                let batch = match &projection {
-                    Some(columns) => batch.project(columns)?,
-                    None => batch,
-                };
-                let _ = tx.blocking_send(Ok(batch));
-                Ok(())
-            }),
         }
         builder.build()
     }
+
+    /// The rows of a scan that [`reads_inline`], read by the thread that polls the stream,
+    /// partition after partition. A short read is over in less time than handing it to a
+    /// blocking thread and back takes on a busy machine: each hand-off is a wake-up that waits
+    /// for a core, and under a feed those waits were most of a short query's tail.
+    fn inline_stream(&self) -> SendableRecordBatchStream {
+        let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", 0);
+        let dataset = self.dataset.clone();
+        let access = self.access.clone();
+        let projection = self.projection.clone();
+        let read = futures::stream::once(async move {
+            let _timer = read_time.timer();
+            let batches = (0..dataset.partitions.len())
+                .map(|partition| fetched_rows(&dataset, partition, &access, projection.as_deref()))
+                .collect::<Result<Vec<_>>>()
+                .map(|parts| parts.into_iter().flatten().collect::<Vec<_>>());
+            futures::stream::iter(match batches {
+                Ok(batches) => batches.into_iter().map(Ok).collect(),
+                Err(error) => vec![Err(error)],
+            })
+        })
+        .flatten();
+        Box::pin(RecordBatchStreamAdapter::new(self.schema(), read))
+    }
 }
 
-/// The rows of partition `partition` that an index, rtree, text index or lookup access names (a few rows
-/// each, fetched whole before any is passed on).
+/// Whether a scan reads its rows on the polling thread in one stream instead of a blocking
+/// thread per partition: a key lookup, or an index scan expected to read few rows.
+fn reads_inline(access: &Access) -> bool {
+    match access {
+        Access::Key(_) => true,
+        Access::Index(index) => index.estimated_rows <= INLINE_SCAN_ROWS_MAX,
+        _ => false,
+    }
+}
+
+/// The record with primary key `key`, if any, as a batch of zero or one row.
+fn key_batch(dataset: &Dataset, key: &Key, projection: Option<&[usize]>) -> Result<RecordBatch> {
+    let shape = &dataset.shape;
+    let record = dataset.get(key).map_err(storage_error)?;
+    let batch = records_to_batch(
+        &shape.schema,
+        &shape.dataset_type.record,
+        &record.iter().collect::<Vec<_>>(),
+    )
+    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    Ok(match projection {
+        Some(columns) => batch.project(columns)?,
+        None => batch,
+    })
+}
+
+/// The rows of partition `partition` that a key, index, rtree, text index or lookup access
+/// names (a few rows each, fetched whole before any is passed on).
 fn fetched_rows(
     dataset: &Dataset,
     partition: usize,
     access: &Access,
     projection: Option<&[usize]>,
-) -> cairn_storage::Result<Vec<RecordBatch>> {
-    match access {
+) -> Result<Vec<RecordBatch>> {
+    let fetched = match access {
+        Access::Key(key) if dataset.partition_of(key) as usize == partition => {
+            return Ok(vec![key_batch(dataset, key, projection)?]);
+        }
         Access::Index(index) => dataset.index_scan_partition(
             partition,
             &index.index,
@@ -435,9 +479,11 @@ fn fetched_rows(
             }
             LookupBy::PrimaryKey => primary_key_lookups(dataset, partition, lookup, projection),
         },
-        // These stream their rows rather than fetching them; `partition_stream` reads them.
-        Access::Full { .. } | Access::Key(_) | Access::Ordered { .. } => Ok(Vec::new()),
-    }
+        // A key lives in one partition; full and ordered scans stream their rows rather than
+        // fetching them (`partition_stream` reads them).
+        Access::Key(_) | Access::Full { .. } | Access::Ordered { .. } => Ok(Vec::new()),
+    };
+    fetched.map_err(storage_error)
 }
 
 /// The records of partition `partition` whose primary key is one of `lookup`'s values, each
@@ -633,6 +679,9 @@ impl DisplayAs for DatasetScanExec {
                     "ascending"
                 }
             )?,
+        }
+        if reads_inline(&self.access) {
+            write!(f, ", read inline")?;
         }
         let schema = self.schema();
         let columns: Vec<&str> = schema.fields().iter().map(|c| c.name().as_str()).collect();

@@ -95,6 +95,40 @@ async fn narrow_ranges_use_the_index_and_wide_ones_scan() {
     assert_eq!(ids(&db.sql(wide).await.unwrap()).len(), 49_000);
 }
 
+/// A key lookup and an index scan expected to read few rows are read inline: in one partition,
+/// by the thread running the query, with no repartitioning above them. An index scan expected
+/// to read more keeps a stream per partition. Both give the rows a full scan gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_reads_run_inline_and_long_ones_per_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    let key = "SELECT id, body FROM events WHERE id = 4242";
+    let narrow = "SELECT id FROM events WHERE at >= 1000 AND at < 1100";
+    let longer = "SELECT id FROM events WHERE at >= 1000 AND at < 3000";
+    for query in [key, narrow] {
+        let text = plan(&db, query).await;
+        assert!(text.contains("read inline"), "{text}");
+        assert!(!text.contains("RepartitionExec"), "{text}");
+    }
+    let found = db.sql(key).await.unwrap();
+    assert_eq!(ids(&found), vec![4242]);
+    assert_eq!(found[0].column(1).as_string::<i32>().value(0), "event 4242");
+    assert!(ids(&db.sql("SELECT id FROM events WHERE id = -1").await.unwrap()).is_empty());
+    let inline = ids(&db.sql(narrow).await.unwrap());
+
+    db.sql("SET cairn.access_path = 'index'").await.unwrap();
+    let text = plan(&db, longer).await;
+    assert!(
+        text.contains("access=index scan") && !text.contains("read inline"),
+        "{text}"
+    );
+    let per_partition = ids(&db.sql(longer).await.unwrap());
+    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
+    assert_eq!(ids(&db.sql(narrow).await.unwrap()), inline);
+    assert_eq!(ids(&db.sql(longer).await.unwrap()), per_partition);
+    assert_eq!(per_partition.len(), 2000);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_on_a_nested_field_serves_filters_on_that_field() {
     let dir = tempfile::tempdir().unwrap();
