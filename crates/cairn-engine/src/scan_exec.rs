@@ -1,6 +1,7 @@
 //! The physical scan of a dataset: one DataFusion partition per storage partition (or a single
-//! one, read inline, for a key lookup or a short index scan), reporting the storage's row counts, column bounds and null counts as
-//! DataFusion statistics so joins and filters are planned from real figures.
+//! one, read inline, for a key lookup or a short index scan), reporting the storage's row
+//! counts, column bounds and null counts as DataFusion statistics so joins and filters are
+//! planned from real figures.
 
 use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess};
 use crate::table::storage_error;
@@ -32,7 +33,7 @@ use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
 };
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -399,16 +400,18 @@ impl DatasetScanExec {
         let projection = self.projection.clone();
         let read = futures::stream::once(async move {
             let _timer = read_time.timer();
-            let batches = (0..dataset.partitions.len())
-                .map(|partition| fetched_rows(&dataset, partition, &access, projection.as_deref()))
-                .collect::<Result<Vec<_>>>()
-                .map(|parts| parts.into_iter().flatten().collect::<Vec<_>>());
-            futures::stream::iter(match batches {
-                Ok(batches) => batches.into_iter().map(Ok).collect(),
-                Err(error) => vec![Err(error)],
-            })
+            let mut batches = Vec::new();
+            for partition in 0..dataset.partitions.len() {
+                batches.extend(fetched_rows(
+                    &dataset,
+                    partition,
+                    &access,
+                    projection.as_deref(),
+                )?);
+            }
+            Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         })
-        .flatten();
+        .try_flatten();
         Box::pin(RecordBatchStreamAdapter::new(self.schema(), read))
     }
 }
