@@ -167,6 +167,11 @@ pub struct ColumnEncodings {
     pub undictionaried: Vec<ColumnPath>,
     /// Written without compression.
     pub uncompressed: Vec<ColumnPath>,
+    /// Strings and bytes written without a dictionary, laid out as Parquet's
+    /// DELTA_LENGTH_BYTE_ARRAY: every value's length first, then all values' bytes end to end.
+    /// A reader copies a page's bytes into Arrow's value buffer in one piece; from the plain
+    /// layout (each value behind its own length) it copies them value by value.
+    pub delta_lengths: Vec<ColumnPath>,
 }
 
 impl DatasetShape {
@@ -176,7 +181,8 @@ impl DatasetShape {
     ///   primitive leaves (timestamps, numbers) — top-level, in lists (friend ids) or in
     ///   nested records (screen names, coordinates) — whose values are mostly distinct in
     ///   `sample`;
-    /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks.
+    /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks;
+    /// - delta lengths: the string and byte leaves without a dictionary.
     pub fn column_encodings(&self, sample: Option<&RecordBatch>) -> ColumnEncodings {
         let mut encodings = ColumnEncodings {
             undictionaried: self
@@ -186,6 +192,7 @@ impl DatasetShape {
                 .map(|name| ColumnPath::from(name.as_str()))
                 .collect(),
             uncompressed: Vec::new(),
+            delta_lengths: Vec::new(),
         };
         let Some(sample) = sample.filter(|b| b.num_rows() >= 64) else {
             return encodings;
@@ -206,6 +213,12 @@ impl DatasetShape {
                 }
                 if compresses_poorly(&values) {
                     encodings.uncompressed.push(path.clone());
+                }
+                if matches!(
+                    values.data_type(),
+                    ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Binary | ArrowType::LargeBinary
+                ) {
+                    encodings.delta_lengths.push(path.clone());
                 }
                 if !is_key {
                     encodings.undictionaried.push(path);

@@ -307,6 +307,83 @@ fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
     assert!(!has_dictionary("location.y"));
 }
 
+/// Mostly-distinct strings, top-level or nested, are written as DELTA_LENGTH_BYTE_ARRAY (all
+/// lengths, then all bytes, which a scan copies in one piece); repetitive strings keep their
+/// dictionary; numbers keep the plain layout. Key fetches and scans read every value back.
+#[test]
+fn mostly_distinct_strings_are_written_with_delta_lengths() {
+    use cairn_model::json::record_from_json;
+    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use parquet::basic::Encoding;
+    let dir = tempfile::tempdir().unwrap();
+    let user_type = RecordType::new(
+        vec![
+            Field::new("screen_name", DataType::String),
+            Field::new("lang", DataType::String),
+        ],
+        false,
+    )
+    .unwrap();
+    let record_type = RecordType::new(
+        vec![
+            Field::new("id", DataType::Int64),
+            Field::new("text", DataType::String),
+            Field::new("user", DataType::Object(user_type)),
+        ],
+        false,
+    )
+    .unwrap();
+    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+    let options = cairn_storage::StorageOptions {
+        background_work: false,
+        ..Default::default()
+    };
+    let storage = Storage::open(dir.path(), options).unwrap();
+    storage.create_dataset("d", dataset_type, Some(1)).unwrap();
+    // Empty and multi-byte texts too: a length of zero and lengths in bytes, not characters.
+    let text = |id: i64| match id % 50 {
+        0 => String::new(),
+        1 => format!("café {id} ☕"),
+        _ => format!("message {id} {}", "x".repeat(id as usize % 40)),
+    };
+    let records: Vec<_> = (0..300i64)
+        .map(|id| {
+            let doc = serde_json::json!({
+                "id": id,
+                "text": text(id),
+                "user": { "screen_name": format!("user{id}"), "lang": ["en", "fr"][id as usize % 2] },
+            });
+            record_from_json(&record_type, &doc).unwrap()
+        })
+        .collect();
+    for record in &records {
+        storage.insert("d", record.clone()).unwrap();
+    }
+    storage.flush("d").unwrap();
+
+    let chunk = column_chunks(dir.path());
+    let encodings = |path: &str| chunk(path).encodings().collect::<Vec<_>>();
+    assert!(encodings("text").contains(&Encoding::DELTA_LENGTH_BYTE_ARRAY));
+    assert!(encodings("user.screen_name").contains(&Encoding::DELTA_LENGTH_BYTE_ARRAY));
+    assert!(!encodings("user.lang").contains(&Encoding::DELTA_LENGTH_BYTE_ARRAY));
+    assert!(chunk("user.lang").dictionary_page_offset().is_some());
+    assert!(!encodings("id").contains(&Encoding::DELTA_LENGTH_BYTE_ARRAY));
+
+    for id in [0, 1, 2, 149, 299] {
+        assert_eq!(
+            storage.get("d", &Key::int(id)).unwrap().as_ref(),
+            Some(&records[id as usize])
+        );
+    }
+    let scanned: Vec<_> = storage
+        .range("d", std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+        .unwrap()
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
+    assert_eq!(scanned, records);
+}
+
 /// How far `estimate` is from `truth`, as a share of it.
 fn relative_error(estimate: Option<u64>, truth: u64) -> f64 {
     let estimate = estimate.expect("an estimate") as f64;
