@@ -216,7 +216,10 @@ impl DatasetShape {
                 }
                 if matches!(
                     values.data_type(),
-                    ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Binary | ArrowType::LargeBinary
+                    ArrowType::Utf8
+                        | ArrowType::LargeUtf8
+                        | ArrowType::Binary
+                        | ArrowType::LargeBinary
                 ) {
                     encodings.delta_lengths.push(path.clone());
                 }

@@ -348,10 +348,11 @@ fn mostly_distinct_strings_are_written_with_delta_lengths() {
     };
     let records: Vec<_> = (0..300i64)
         .map(|id| {
+            let lang = ["en", "fr"][id as usize % 2];
             let doc = serde_json::json!({
                 "id": id,
                 "text": text(id),
-                "user": { "screen_name": format!("user{id}"), "lang": ["en", "fr"][id as usize % 2] },
+                "user": { "screen_name": format!("user{id}"), "lang": lang },
             });
             record_from_json(&record_type, &doc).unwrap()
         })
