@@ -271,22 +271,28 @@ fn columns_that_lz4_barely_shrinks_are_written_uncompressed() {
     assert_eq!(compression("kind"), Compression::LZ4_RAW);
 }
 
-/// The leaves of nested records and points are judged one by one, as top-level columns are:
-/// mostly-distinct ones (a user's screen name, a location's coordinates: BigFUN's chirps)
-/// go without a dictionary, so fetching one chirp's user does not decode a dictionary page
-/// per leaf; repetitive ones (a language) keep theirs.
-#[test]
-fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
+/// A chirp's user as BigFUN nests it: a mostly-distinct screen name and a repetitive language.
+fn chirp_user_type() -> cairn_model::RecordType {
     use cairn_model::{DataType, Field, RecordType};
-    let dir = tempfile::tempdir().unwrap();
-    let user_type = RecordType::new(
+    RecordType::new(
         vec![
             Field::new("screen_name", DataType::String),
             Field::new("lang", DataType::String),
         ],
         false,
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// The leaves of nested records and points are judged one by one, as top-level columns are:
+/// mostly-distinct ones (a user's screen name, a location's coordinates: BigFUN's chirps)
+/// go without a dictionary, so fetching one chirp's user does not decode a dictionary page
+/// per leaf; repetitive ones (a language) keep theirs.
+#[test]
+fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
+    use cairn_model::{DataType, Field};
+    let dir = tempfile::tempdir().unwrap();
+    let user_type = chirp_user_type();
     let fields = vec![
         Field::new("id", DataType::Int64),
         Field::new("user", DataType::Object(user_type)),
@@ -316,14 +322,7 @@ fn mostly_distinct_strings_are_written_with_delta_lengths() {
     use cairn_model::{DataType, DatasetType, Field, RecordType};
     use parquet::basic::Encoding;
     let dir = tempfile::tempdir().unwrap();
-    let user_type = RecordType::new(
-        vec![
-            Field::new("screen_name", DataType::String),
-            Field::new("lang", DataType::String),
-        ],
-        false,
-    )
-    .unwrap();
+    let user_type = chirp_user_type();
     let record_type = RecordType::new(
         vec![
             Field::new("id", DataType::Int64),
