@@ -167,7 +167,7 @@ pub struct ColumnEncodings {
     pub undictionaried: Vec<ColumnPath>,
     /// Written without compression.
     pub uncompressed: Vec<ColumnPath>,
-    /// Strings and bytes written without a dictionary, laid out as Parquet's
+    /// Strings written without a dictionary, laid out as Parquet's
     /// DELTA_LENGTH_BYTE_ARRAY: every value's length first, then all values' bytes end to end.
     /// A reader copies a page's bytes into Arrow's value buffer in one piece; from the plain
     /// layout (each value behind its own length) it copies them value by value.
@@ -182,7 +182,8 @@ impl DatasetShape {
     ///   nested records (screen names, coordinates) — whose values are mostly distinct in
     ///   `sample`;
     /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks;
-    /// - delta lengths: the string and byte leaves without a dictionary.
+    /// - delta lengths: the string leaves, among those judged from `sample`, written without
+    ///   a dictionary (with no sample, a string key keeps the plain layout).
     pub fn column_encodings(&self, sample: Option<&RecordBatch>) -> ColumnEncodings {
         let mut encodings = ColumnEncodings {
             undictionaried: self
@@ -214,13 +215,8 @@ impl DatasetShape {
                 if compresses_poorly(&values) {
                     encodings.uncompressed.push(path.clone());
                 }
-                if matches!(
-                    values.data_type(),
-                    ArrowType::Utf8
-                        | ArrowType::LargeUtf8
-                        | ArrowType::Binary
-                        | ArrowType::LargeBinary
-                ) {
+                // Flat leaves are strings or primitives (`is_flat`).
+                if values.data_type() == &ArrowType::Utf8 {
                     encodings.delta_lengths.push(path.clone());
                 }
                 if !is_key {
