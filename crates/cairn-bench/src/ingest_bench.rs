@@ -38,8 +38,10 @@ pub struct IngestBenchArgs {
     /// The feed's batch_size.
     #[arg(long, default_value_t = 2000)]
     pub batch_size: usize,
-    /// Runs of each short query, idle and again under the feed.
-    #[arg(long, default_value_t = 300)]
+    /// Runs of each short query, idle and again under the feed. The p99 of 1,000 runs is
+    /// the tenth slowest; of 300 it was the third, and one hiccup of a shared two-core
+    /// machine moved it by 2-3x between otherwise identical runs (bench/results/ingest.md).
+    #[arg(long, default_value_t = 1000)]
     pub latency_runs: usize,
     /// Sender connections feeding while the short queries run.
     #[arg(long, default_value_t = 4)]
@@ -93,7 +95,51 @@ struct LatencyRow {
     feeding_p50_us: f64,
     feeding_p99_us: f64,
     /// The ten slowest runs under the feed, slowest first.
-    feeding_slowest_us: Vec<f64>,
+    feeding_slowest: Vec<RunBreakdown>,
+    /// Every run's time, in the order they ran, so that any other percentile or subset can
+    /// be computed from the raw file.
+    idle_runs_us: Vec<f64>,
+    feeding_runs_us: Vec<f64>,
+}
+
+/// Where one query run's time went on the thread that ran it: on a core, waiting runnable
+/// for one, and the rest, off the cores (waiting for a lock, I/O or another thread).
+#[derive(Debug, Clone, Copy, Serialize)]
+struct RunBreakdown {
+    wall_us: f64,
+    on_cpu_us: f64,
+    runnable_us: f64,
+    blocked_us: f64,
+}
+
+/// The runs' wall times, shortest first.
+fn sorted_walls(runs: &[RunBreakdown]) -> Vec<Duration> {
+    let mut walls: Vec<Duration> = runs
+        .iter()
+        .map(|run| Duration::from_secs_f64(run.wall_us / 1e6))
+        .collect();
+    walls.sort();
+    walls
+}
+
+/// The calling thread's time on a core (exact, from its CPU clock) and its time spent
+/// waiting runnable (from `/proc/thread-self/schedstat`, which the scheduler updates when the
+/// thread gets a core; zero where that file is missing), in nanoseconds.
+fn thread_times() -> (u64, u64) {
+    let mut cpu = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the pointer is to a live timespec the call fills in.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut cpu) };
+    let on_cpu = cpu.tv_sec as u64 * 1_000_000_000 + cpu.tv_nsec as u64;
+    let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let runnable = schedstat
+        .split_whitespace()
+        .nth(1)
+        .and_then(|field| field.parse().ok())
+        .unwrap_or(0);
+    (on_cpu, runnable)
 }
 
 #[derive(Debug, Serialize)]
@@ -186,6 +232,7 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
     // build, and their p50 came out above the feeding one (bench/results/ingest.md).
     let warm_up = short_queries(&db, args, args.seed.wrapping_add(1)).await?;
     time_queries(&db, &warm_up).await?;
+    eprintln!("ingest: timing short queries, idle");
     let idle = time_queries(&db, &queries).await?;
     let address = start_feed(&db, args).await?;
     let senders = Senders::start(
@@ -195,6 +242,7 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
         Ids::Existing(args.users),
         args.idle_senders,
     )?;
+    eprintln!("ingest: timing short queries under the feed");
     let started = Instant::now();
     let before = senders.committed();
     let feeding = time_queries(&db, &queries).await?;
@@ -209,16 +257,18 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
         .enumerate()
         .map(|(i, name)| LatencyRow {
             query: name.to_string(),
-            idle_p50_us: percentile_us(&idle[i], 0.5),
-            idle_p99_us: percentile_us(&idle[i], 0.99),
-            feeding_p50_us: percentile_us(&feeding[i], 0.5),
-            feeding_p99_us: percentile_us(&feeding[i], 0.99),
-            feeding_slowest_us: feeding[i]
-                .iter()
-                .rev()
-                .take(10)
-                .map(|time| time.as_secs_f64() * 1e6)
-                .collect(),
+            idle_p50_us: percentile_us(&sorted_walls(&idle[i]), 0.5),
+            idle_p99_us: percentile_us(&sorted_walls(&idle[i]), 0.99),
+            feeding_p50_us: percentile_us(&sorted_walls(&feeding[i]), 0.5),
+            feeding_p99_us: percentile_us(&sorted_walls(&feeding[i]), 0.99),
+            feeding_slowest: {
+                let mut slowest = feeding[i].clone();
+                slowest.sort_by(|a, b| b.wall_us.total_cmp(&a.wall_us));
+                slowest.truncate(10);
+                slowest
+            },
+            idle_runs_us: idle[i].iter().map(|run| run.wall_us).collect(),
+            feeding_runs_us: feeding[i].iter().map(|run| run.wall_us).collect(),
         })
         .collect();
     let report = IngestReport {
@@ -312,24 +362,30 @@ async fn short_queries(
     Ok(texts)
 }
 
-/// Runs the two queries' texts interleaved; returns each one's sorted latencies.
+/// Runs the two queries' texts interleaved; returns each one's runs in the order they ran.
 async fn time_queries(
     db: &Database,
     texts: &[Vec<String>; 2],
-) -> Result<[Vec<Duration>; 2], Error> {
-    let mut times: [Vec<Duration>; 2] = Default::default();
+) -> Result<[Vec<RunBreakdown>; 2], Error> {
+    let mut runs: [Vec<RunBreakdown>; 2] = Default::default();
     for run in 0..texts[0].len() {
         for (slot, queries) in texts.iter().enumerate() {
+            let (cpu_before, wait_before) = thread_times();
             let started = Instant::now();
             let batches = db.sql(&queries[run]).await?;
-            times[slot].push(started.elapsed());
+            let wall = started.elapsed().as_nanos() as u64;
+            let (cpu_after, wait_after) = thread_times();
             std::hint::black_box(batches);
+            let (on_cpu, runnable) = (cpu_after - cpu_before, wait_after - wait_before);
+            runs[slot].push(RunBreakdown {
+                wall_us: wall as f64 / 1e3,
+                on_cpu_us: on_cpu as f64 / 1e3,
+                runnable_us: runnable as f64 / 1e3,
+                blocked_us: wall.saturating_sub(on_cpu + runnable) as f64 / 1e3,
+            });
         }
     }
-    for slot in &mut times {
-        slot.sort();
-    }
-    Ok(times)
+    Ok(runs)
 }
 
 /// Which user ids senders send.
@@ -554,22 +610,25 @@ fn markdown(report: &IngestReport, args: &IngestBenchArgs, raw: &Path) -> String
     }
     page.push_str(&format!("\nThe benchmark runs {sender_class}.\n"));
     page.push_str(&format!(
-        "\n## Short-query latency, idle and while a feed runs at full speed ({} senders, {:.0} records/s meanwhile; {} runs each after an untimed pass with other parameters, in-process)\n\nThe feed replaces existing users (ids 1 to {}, each record a new version with fresh field values), so the dataset, and the queries' answers, keep their size while it runs. Target: the ingest must not more than double short-query p99.\n\n| query | idle p50 | idle p99 | feeding p50 | feeding p99 | p99 ratio | feeding, slowest five |\n|---|---|---|---|---|---|---|\n",
+        "\n## Short-query latency, idle and while a feed runs at full speed ({} senders, {:.0} records/s meanwhile; {} runs each after an untimed pass with other parameters, in-process)\n\nThe feed replaces existing users (ids 1 to {}, each record a new version with fresh field values), so the dataset, and the queries' answers, keep their size while it runs. Target: the ingest must not more than double short-query p99.\n\n| query | idle p50 | idle p99 | feeding p50 | feeding p99 | p99 ratio | feeding, slowest five (µs: on a core / runnable / blocked) |\n|---|---|---|---|---|---|---|\n",
         args.latency_clients, report.feed_rate_during_latency, args.latency_runs, report.users
     ));
     for row in &report.latency {
         page.push_str(&format!(
-            "| {} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} | {} µs |\n",
+            "| {} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {:.2} | {} |\n",
             row.query,
             row.idle_p50_us,
             row.idle_p99_us,
             row.feeding_p50_us,
             row.feeding_p99_us,
             row.feeding_p99_us / row.idle_p99_us,
-            row.feeding_slowest_us
+            row.feeding_slowest
                 .iter()
                 .take(5)
-                .map(|us| format!("{us:.0}"))
+                .map(|run| format!(
+                    "{:.0} ({:.0}/{:.0}/{:.0})",
+                    run.wall_us, run.on_cpu_us, run.runnable_us, run.blocked_us
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
