@@ -1097,7 +1097,7 @@ impl Runs<'_> {
     fn discard(&self) {
         for run in &self.written {
             for component in run.components.iter().flatten() {
-                component.mark_obsolete();
+                component.mark_discarded();
             }
         }
     }

@@ -36,7 +36,7 @@ use parquet::file::reader::{FileReader, Length};
 use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Most rows in a data page. Small pages let a read of a few rows an index names decode only
 /// the pages that hold them (the page index locates them); the writer checks the limit every
@@ -190,6 +190,13 @@ struct RowGroupFence {
     bloom: Option<Sbbf>,
 }
 
+/// [`DiskComponent::fate`]: the component stays.
+const KEEP: u8 = 0;
+/// [`DiskComponent::fate`]: see [`DiskComponent::mark_obsolete`].
+const DELETE_ON_REAPER: u8 = 1;
+/// [`DiskComponent::fate`]: see [`DiskComponent::mark_discarded`].
+const DELETE_AT_DROP: u8 = 2;
+
 /// An open disk component.
 pub struct DiskComponent {
     pub id: u64,
@@ -199,9 +206,9 @@ pub struct DiskComponent {
     pub(crate) shape: Arc<DatasetShape>,
     file: ComponentFile,
     fences: Vec<RowGroupFence>,
-    /// Set when a merge replaced this component: the file is deleted when the last reader
-    /// drops its handle.
-    obsolete: AtomicBool,
+    /// Whether the file goes when the last handle drops, and on which thread: one of
+    /// [`KEEP`], [`DELETE_ON_REAPER`], [`DELETE_AT_DROP`].
+    fate: AtomicU8,
     summaries: CachedSummaries,
     /// Uncompressed bytes of each column's chunks, read from the footer once.
     field_bytes: std::sync::OnceLock<Arc<Vec<u64>>>,
@@ -261,7 +268,7 @@ impl DiskComponent {
             shape,
             file,
             fences: Vec::new(),
-            obsolete: AtomicBool::new(false),
+            fate: AtomicU8::new(KEEP),
             summaries: CachedSummaries::new(),
             field_bytes: std::sync::OnceLock::new(),
             sketches: metadata
@@ -671,27 +678,43 @@ impl DiskComponent {
         Ok(self.field_bytes.get_or_init(|| Arc::new(bytes)).clone())
     }
 
+    /// A merge replaced this component: its files are deleted after the last reader drops
+    /// it, on the reaper thread (file_reaper.rs), so that no query waits for the unlink.
     pub fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
+        self.fate.store(DELETE_ON_REAPER, Ordering::Release);
+    }
+
+    /// A failed load wrote this component and no reader ever saw it: its files are deleted
+    /// on the thread that drops it last, the load's own, before the load returns.
+    pub fn mark_discarded(&self) {
+        self.fate.store(DELETE_AT_DROP, Ordering::Release);
     }
 }
 
 impl Drop for DiskComponent {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire) {
-            let id = (self.shape.id, self.id);
-            self.file
-                .caches
-                .decoded
-                .remove_where(|k| (k.dataset_id, k.component_id) == id);
-            self.file
-                .caches
-                .metadata
-                .remove_where(|k| (k.dataset_id, k.component_id) == id);
-            if let Err(e) = std::fs::remove_file(&self.path) {
-                tracing::warn!(path = %self.path.display(), error = %e, "could not delete merged component");
+        let fate = self.fate.load(Ordering::Acquire);
+        if fate == KEEP {
+            return;
+        }
+        // The deletion's clone of the file handle holds the map, so on the reaper the
+        // unmapping happens there too, not on the reader that dropped the component last.
+        let file = self.file.clone();
+        let (path, id, key) = (self.path.clone(), self.id, (self.shape.id, self.id));
+        let deletion: crate::file_reaper::Deletion = Box::new(move || {
+            let of_this_component = |k: &CacheKey| (k.dataset_id, k.component_id) == key;
+            file.caches.decoded.remove_where(of_this_component);
+            file.caches.metadata.remove_where(of_this_component);
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not delete merged component");
             }
-            self.remove_index_files();
+            crate::component_indexes::remove_index_files(&path, id);
+            drop(file);
+        });
+        if fate == DELETE_ON_REAPER {
+            crate::file_reaper::defer(deletion);
+        } else {
+            deletion();
         }
     }
 }

@@ -226,18 +226,22 @@ impl DiskComponent {
         let path = self.directory().join(format!("c{}.{name}.idx", self.id));
         let _ = std::fs::remove_file(path);
     }
+}
 
-    /// Deletes every index file of this component (when the component itself goes).
-    pub(crate) fn remove_index_files(&self) {
-        let prefix = format!("c{}.", self.id);
-        let Ok(entries) = std::fs::read_dir(self.directory()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) && name.ends_with(".idx") {
-                let _ = std::fs::remove_file(entry.path());
-            }
+/// Deletes every index file of the component with file `component_path` and id `id` (when
+/// the component itself goes).
+pub(crate) fn remove_index_files(component_path: &Path, id: u64) {
+    let prefix = format!("c{id}.");
+    let Some(directory) = component_path.parent() else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) && name.ends_with(".idx") {
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod decoded_rows;
 pub mod deletion;
 pub mod durable_file;
 pub mod error;
+pub mod file_reaper;
 pub mod flush;
 pub mod manifest;
 pub mod memory_chunk;

@@ -485,11 +485,14 @@ impl Storage {
         self.inner.trim_wal()
     }
 
-    /// Flushes, then merges each partition's components into one.
+    /// Flushes, then merges each partition's components into one. Merged-away files that no
+    /// reader holds any more are deleted before it returns.
     pub fn compact(&self, dataset: &str) -> Result<()> {
         self.flush(dataset)?;
         let dataset = self.dataset(dataset)?;
-        dataset.compact(&self.inner.wal, &self.inner.options)
+        dataset.compact(&self.inner.wal, &self.inner.options)?;
+        crate::file_reaper::wait_for_deferred_deletions();
+        Ok(())
     }
 
     /// Runs merges the size-tiered policy wants, in the caller's thread, until none is left.
@@ -542,6 +545,7 @@ impl Storage {
     pub fn close(self) -> Result<()> {
         self.stop_workers();
         self.save_predicate_caches();
+        crate::file_reaper::wait_for_deferred_deletions();
         self.inner.wal.sync_all()
     }
 

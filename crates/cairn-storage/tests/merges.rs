@@ -166,3 +166,36 @@ fn overlapping_edges_and_deleted_rows_are_merged_row_by_row_and_the_rest_copied(
     let storage = Storage::open(dir.path(), options()).unwrap();
     check(&storage, &expected, 2400, true);
 }
+
+#[test]
+fn a_merged_away_file_stays_while_a_reader_holds_it_and_goes_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_indexed(dir.path());
+    flush_component(&storage, 0..100, 1);
+    flush_component(&storage, 100..200, 1);
+    let parquet_files = || -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = files_under(dir.path())
+            .into_iter()
+            .filter(|path| path.extension().is_some_and(|e| e == "parquet"))
+            .collect();
+        files.sort();
+        files
+    };
+    let inputs = parquet_files();
+    assert_eq!(inputs.len(), 2);
+    let reader = storage.scan("items", &ScanRequest::default()).unwrap();
+    storage.compact("items").unwrap();
+    assert!(
+        inputs.iter().all(|path| path.exists()),
+        "a reader holds them"
+    );
+    assert_eq!(parquet_files().len(), 3);
+    // Dropping the last reader hands the deletion to the reaper thread.
+    drop(reader);
+    cairn_storage::file_reaper::wait_for_deferred_deletions();
+    let left = parquet_files();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(!inputs.contains(&left[0]));
+    let wanted: BTreeMap<i64, i64> = (0..200).map(|id| (id, 1)).collect();
+    check(&storage, &wanted, 200, true);
+}
