@@ -1,12 +1,11 @@
 //! Deleting merged-away component files on a thread of their own, never on the query thread
 //! that happened to let go of a component last.
 //!
-//! Unlinking a large file can block for tens of milliseconds: ext4 mounted with `discard`
-//! (as this project's host is) waits for the device to discard the freed extents, and
-//! unmapping a large component tears down its page tables. A query that held the last handle
-//! to a merged-away component paid that inside its own latency: under a feed, the slowest
-//! short queries spent 27–37 ms blocked off the cores (bench/results/ingest.md). RocksDB's
-//! `avoid_unnecessary_blocking_io` hands the same work to a background job.
+//! Unlinking a large file can block: ext4 mounted with `discard` (as this project's host is)
+//! waits for the device to discard the freed extents, and unmapping a large component tears
+//! down its page tables. A query that held the last handle to a merged-away component paid
+//! that inside its own latency. RocksDB's `avoid_unnecessary_blocking_io` hands the same work
+//! to a background job.
 //!
 //! One thread serves the process, started on first use. It runs at normal priority: its work
 //! is mostly waiting for the disk, and a deletion starved by busy cores would let merged-away
