@@ -110,6 +110,10 @@ struct RunBreakdown {
     on_cpu_us: f64,
     runnable_us: f64,
     blocked_us: f64,
+    /// Times any thread of the machine entered direct reclaim or direct compaction while the
+    /// run ran (`/proc/vmstat`'s `allocstall_*` and `compact_stall`): a thread whose
+    /// allocation finds memory short waits for them, blocked.
+    reclaim_stalls: u64,
 }
 
 /// The runs' wall times, shortest first.
@@ -120,6 +124,17 @@ fn sorted_walls(runs: &[RunBreakdown]) -> Vec<Duration> {
         .collect();
     walls.sort();
     walls
+}
+
+/// Direct reclaim and compaction stalls since boot, machine-wide (0 where `/proc/vmstat` is
+/// missing).
+fn reclaim_stalls() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.starts_with("allocstall_") || line.starts_with("compact_stall "))
+        .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 /// The calling thread's time on a core (exact, from its CPU clock) and its time spent
@@ -382,11 +397,13 @@ async fn time_queries(
     let mut runs: [Vec<RunBreakdown>; 2] = Default::default();
     for run in 0..texts[0].len() {
         for (slot, queries) in texts.iter().enumerate() {
+            let stalls_before = reclaim_stalls();
             let (cpu_before, wait_before) = thread_times();
             let started = Instant::now();
             let batches = db.sql(&queries[run]).await?;
             let wall = started.elapsed().as_nanos() as u64;
             let (cpu_after, wait_after) = thread_times();
+            let stalls = reclaim_stalls().saturating_sub(stalls_before);
             std::hint::black_box(batches);
             let (on_cpu, runnable) = (cpu_after - cpu_before, wait_after - wait_before);
             runs[slot].push(RunBreakdown {
@@ -394,6 +411,7 @@ async fn time_queries(
                 on_cpu_us: on_cpu as f64 / 1e3,
                 runnable_us: runnable as f64 / 1e3,
                 blocked_us: wall.saturating_sub(on_cpu + runnable) as f64 / 1e3,
+                reclaim_stalls: stalls,
             });
         }
     }
@@ -622,7 +640,7 @@ fn markdown(report: &IngestReport, args: &IngestBenchArgs, raw: &Path) -> String
     }
     page.push_str(&format!("\nThe benchmark runs {sender_class}.\n"));
     page.push_str(&format!(
-        "\n## Short-query latency, idle and while a feed runs at full speed ({} senders, {:.0} records/s meanwhile; {} runs each after an untimed pass with other parameters, in-process)\n\nThe feed replaces existing users (ids 1 to {}, each record a new version with fresh field values), so the dataset, and the queries' answers, keep their size while it runs. Target: the ingest must not more than double short-query p99.\n\n| query | idle p50 | idle p99 | feeding p50 | feeding p99 | p99 ratio | feeding, slowest five (µs: on a core / runnable / blocked) |\n|---|---|---|---|---|---|---|\n",
+        "\n## Short-query latency, idle and while a feed runs at full speed ({} senders, {:.0} records/s meanwhile; {} runs each after an untimed pass with other parameters, in-process)\n\nThe feed replaces existing users (ids 1 to {}, each record a new version with fresh field values), so the dataset, and the queries' answers, keep their size while it runs. Target: the ingest must not more than double short-query p99.\n\n| query | idle p50 | idle p99 | feeding p50 | feeding p99 | p99 ratio | feeding, slowest five (µs: on a core / runnable / blocked; machine-wide reclaim stalls meanwhile, if any) |\n|---|---|---|---|---|---|---|\n",
         args.latency_clients, report.feed_rate_during_latency, args.latency_runs, report.users
     ));
     for row in &report.latency {
@@ -637,10 +655,16 @@ fn markdown(report: &IngestReport, args: &IngestBenchArgs, raw: &Path) -> String
             row.feeding_slowest
                 .iter()
                 .take(5)
-                .map(|run| format!(
-                    "{:.0} ({:.0}/{:.0}/{:.0})",
-                    run.wall_us, run.on_cpu_us, run.runnable_us, run.blocked_us
-                ))
+                .map(|run| {
+                    let stalls = match run.reclaim_stalls {
+                        0 => String::new(),
+                        n => format!("; {n} stalls"),
+                    };
+                    format!(
+                        "{:.0} ({:.0}/{:.0}/{:.0}{stalls})",
+                        run.wall_us, run.on_cpu_us, run.runnable_us, run.blocked_us
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
