@@ -270,20 +270,23 @@ async fn measure(args: &IngestBenchArgs) -> Result<PathBuf, Error> {
     let latency = ["Q1", "Q3-S"]
         .iter()
         .enumerate()
-        .map(|(i, name)| LatencyRow {
-            query: name.to_string(),
-            idle_p50_us: percentile_us(&sorted_walls(&idle[i]), 0.5),
-            idle_p99_us: percentile_us(&sorted_walls(&idle[i]), 0.99),
-            feeding_p50_us: percentile_us(&sorted_walls(&feeding[i]), 0.5),
-            feeding_p99_us: percentile_us(&sorted_walls(&feeding[i]), 0.99),
-            feeding_slowest: {
-                let mut slowest = feeding[i].clone();
-                slowest.sort_by(|a, b| b.wall_us.total_cmp(&a.wall_us));
-                slowest.truncate(10);
-                slowest
-            },
-            idle_runs_us: idle[i].iter().map(|run| run.wall_us).collect(),
-            feeding_runs_us: feeding[i].iter().map(|run| run.wall_us).collect(),
+        .map(|(i, name)| {
+            let (idle_walls, feeding_walls) = (sorted_walls(&idle[i]), sorted_walls(&feeding[i]));
+            LatencyRow {
+                query: name.to_string(),
+                idle_p50_us: percentile_us(&idle_walls, 0.5),
+                idle_p99_us: percentile_us(&idle_walls, 0.99),
+                feeding_p50_us: percentile_us(&feeding_walls, 0.5),
+                feeding_p99_us: percentile_us(&feeding_walls, 0.99),
+                feeding_slowest: {
+                    let mut slowest = feeding[i].clone();
+                    slowest.sort_by(|a, b| b.wall_us.total_cmp(&a.wall_us));
+                    slowest.truncate(10);
+                    slowest
+                },
+                idle_runs_us: idle[i].iter().map(|run| run.wall_us).collect(),
+                feeding_runs_us: feeding[i].iter().map(|run| run.wall_us).collect(),
+            }
         })
         .collect();
     let report = IngestReport {
