@@ -38,6 +38,7 @@ pub mod flush;
 pub mod manifest;
 pub mod memory_chunk;
 pub mod memory_component;
+pub mod memory_index_runs;
 pub mod merge;
 pub mod options;
 pub mod ordered_index;

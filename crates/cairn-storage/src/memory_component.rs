@@ -21,6 +21,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::memory_chunk::{MemoryChunk, MemoryIndexSpec, MemoryIndexSpecs};
+use crate::memory_index_runs::IndexRuns;
 use crate::secondary_index::{EncodedRange, IndexDefinition, IndexRange};
 use crate::shape::DatasetShape;
 use arrow::array::{BooleanArray, RecordBatch};
@@ -57,6 +58,8 @@ pub struct MemoryRows {
     chunks: Vec<Arc<MemoryChunk>>,
     /// Row number one past each chunk's last row: `chunk_ends[i]` is the rows of chunks `..=i`.
     chunk_ends: Vec<u32>,
+    /// The btree entries of the first chunks, gathered into a few sorted runs.
+    runs: IndexRuns,
     tail: Vec<Arc<TailRow>>,
 }
 
@@ -114,11 +117,7 @@ impl MemoryRows {
 
     /// The row number of chunk `index`'s first row.
     fn chunk_start(&self, index: usize) -> u32 {
-        if index == 0 {
-            0
-        } else {
-            self.chunk_ends[index - 1]
-        }
+        chunk_start(&self.chunk_ends, index)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -251,19 +250,14 @@ impl MemoryRows {
         search: &MemorySearch<'_>,
         live: impl Fn(u32) -> bool,
     ) -> Vec<u32> {
-        let tested = |seq: u32| {
-            live(seq)
-                && (search.record)(&self.record_fields(shape, seq, search.fields.iter().copied()))
-        };
         let mut seqs = Vec::new();
-        // The ranges' bounds, encoded once for every chunk: every chunk's entries of one index
+        // The ranges' bounds, encoded once for every run and chunk: all entries of one index
         // have the leading field's type, and encoding builds a row converter.
         let mut encoded: Option<Vec<Option<EncodedRange>>> = None;
-        for (index, chunk) in self.chunks.iter().enumerate() {
-            let start = self.chunk_start(index);
+        for run in self.runs.runs() {
             let entries = search
                 .index
-                .and_then(|(name, ranges)| Some((chunk.index(name)?, ranges)));
+                .and_then(|(name, ranges)| Some((run.index(name)?, ranges)));
             match entries {
                 Some((entries, ranges)) => {
                     let first = seqs.len();
@@ -273,18 +267,76 @@ impl MemoryRows {
                             entries
                                 .rows(entries.positions_encoded(range))
                                 .iter()
-                                .map(|&row| start + row)
+                                .copied()
                                 .filter(|&seq| live(seq)),
                         );
                     }
                     seqs[first..].sort_unstable();
                 }
-                None => seqs.extend((start..self.chunk_ends[index]).filter(|&seq| tested(seq))),
+                None => {
+                    for chunk in run.chunks() {
+                        self.search_chunk(shape, chunk, search, &live, &mut encoded, &mut seqs);
+                    }
+                }
             }
         }
+        for chunk in self.runs.covered()..self.chunks.len() {
+            self.search_chunk(shape, chunk, search, &live, &mut encoded, &mut seqs);
+        }
         let sealed = self.sealed_rows() as u32;
-        seqs.extend((sealed..sealed + self.tail.len() as u32).filter(|&seq| tested(seq)));
+        seqs.extend(
+            (sealed..sealed + self.tail.len() as u32)
+                .filter(|&seq| self.tested(shape, search, &live, seq)),
+        );
         seqs
+    }
+
+    /// Appends the rows of chunk `index` that `live` accepts and `search` selects, in
+    /// arrival order.
+    fn search_chunk(
+        &self,
+        shape: &DatasetShape,
+        index: usize,
+        search: &MemorySearch<'_>,
+        live: &impl Fn(u32) -> bool,
+        encoded: &mut Option<Vec<Option<EncodedRange>>>,
+        seqs: &mut Vec<u32>,
+    ) {
+        let start = self.chunk_start(index);
+        let entries = search
+            .index
+            .and_then(|(name, ranges)| Some((self.chunks[index].index(name)?, ranges)));
+        match entries {
+            Some((entries, ranges)) => {
+                let first = seqs.len();
+                let encoded = encoded.get_or_insert_with(|| entries.encode_ranges(ranges));
+                for range in encoded.iter().flatten() {
+                    seqs.extend(
+                        entries
+                            .rows(entries.positions_encoded(range))
+                            .iter()
+                            .map(|&row| start + row)
+                            .filter(|&seq| live(seq)),
+                    );
+                }
+                seqs[first..].sort_unstable();
+            }
+            None => seqs.extend(
+                (start..self.chunk_ends[index])
+                    .filter(|&seq| self.tested(shape, search, live, seq)),
+            ),
+        }
+    }
+
+    /// Whether row `seq` is live and its record passes `search`'s test.
+    fn tested(
+        &self,
+        shape: &DatasetShape,
+        search: &MemorySearch<'_>,
+        live: &impl Fn(u32) -> bool,
+        seq: u32,
+    ) -> bool {
+        live(seq) && (search.record)(&self.record_fields(shape, seq, search.fields.iter().copied()))
     }
 
     /// Rows `seqs`, in that order, as one batch of the dataset's schema cut to `projection`.
@@ -375,6 +427,11 @@ impl MemoryRows {
     }
 }
 
+/// The row number of chunk `index`'s first row, given every chunk's end.
+fn chunk_start(chunk_ends: &[u32], index: usize) -> u32 {
+    if index == 0 { 0 } else { chunk_ends[index - 1] }
+}
+
 fn project(batch: &RecordBatch, projection: Option<&[usize]>) -> Result<RecordBatch> {
     Ok(match projection {
         Some(columns) => batch.project(columns)?,
@@ -430,7 +487,7 @@ impl MemoryComponent {
 
     /// Memory the keys and rows take (dead rows included), approximately.
     pub fn bytes(&self) -> usize {
-        self.key_bytes + self.chunk_bytes + self.tail_bytes
+        self.key_bytes + self.chunk_bytes + self.rows.runs.bytes() + self.tail_bytes
     }
 
     pub fn contains_key(&self, key: &Key) -> bool {
@@ -530,8 +587,19 @@ impl MemoryComponent {
             self.chunk_bytes += chunk.bytes();
             self.rows.chunks.push(Arc::new(chunk));
             self.rows.chunk_ends.push(end);
+            self.gather_runs();
         }
         Ok(())
+    }
+
+    /// Gathers settled chunks into index runs. Runs only speed searches up, so a failure to
+    /// build one is logged and the chunks it would have covered are searched one by one.
+    fn gather_runs(&mut self) {
+        let rows = &mut self.rows;
+        let start = |chunk: usize| chunk_start(&rows.chunk_ends, chunk);
+        if let Err(e) = rows.runs.absorb(&rows.chunks, start, &self.index_specs) {
+            tracing::warn!("memory index runs not built; chunks are searched one by one: {e}");
+        }
     }
 
     /// Rebuilds every chunk's index entries for `specs` (after CREATE or DROP INDEX). A
@@ -543,8 +611,12 @@ impl MemoryComponent {
             .iter()
             .map(|chunk| chunk.with_indexes(&specs).map(Arc::new))
             .collect::<Result<_>>()?;
+        let mut runs = IndexRuns::default();
+        let start = |chunk: usize| chunk_start(&self.rows.chunk_ends, chunk);
+        runs.absorb(&chunks, start, &specs)?;
         self.chunk_bytes = chunks.iter().map(|chunk| chunk.bytes()).sum();
         self.rows.chunks = chunks;
+        self.rows.runs = runs;
         self.index_specs = Arc::new(specs);
         Ok(())
     }
@@ -632,6 +704,7 @@ impl MemoryComponent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory_index_runs::FAN_IN;
     use cairn_model::{DataType, DatasetType, Field, RecordType};
 
     fn shape() -> DatasetShape {
@@ -760,8 +833,9 @@ mod tests {
         let shape = shape();
         let mut memory = indexed(&shape);
         // Batches and single records, with keys replaced inside a batch, across chunks and in
-        // the tail, and removed: names cycle so that ranges select rows of every kind.
-        for round in 0..5i64 {
+        // the tail, and removed: names cycle so that ranges select rows of every kind. Enough
+        // rounds for index runs of two levels and chunks after them.
+        for round in 0..24i64 {
             let ids: Vec<i64> = (0..700).map(|i| (i * 37 + round * 11) % 900).collect();
             let records: Vec<Record> = ids
                 .iter()
@@ -783,6 +857,11 @@ mod tests {
             }
         }
         let (rows, dead) = memory.snapshot();
+        let covered = rows.runs.covered();
+        assert!(
+            covered >= FAN_IN * FAN_IN && covered < rows.chunks.len(),
+            "{covered}"
+        );
         let live = |seq: u32| !dead.contains(seq);
         for id in 0..950 {
             let key = Key::int(id);
@@ -839,7 +918,10 @@ mod tests {
     fn chunks_sealed_before_an_index_existed_get_its_entries_when_it_is_created() {
         let shape = shape();
         let mut memory = MemoryComponent::default();
-        appended(&mut memory, &shape, 0..300);
+        // Chunks enough for an index run once the index exists.
+        for batch in 0..6 {
+            appended(&mut memory, &shape, batch * 600..(batch + 1) * 600);
+        }
         let ranges = [IndexRange {
             lower: Some(Value::String("batch".into())),
             upper: Some(Value::String("batch".into())),
@@ -856,7 +938,8 @@ mod tests {
         memory
             .set_index_specs(indexed(&shape).index_specs.as_ref().clone())
             .unwrap();
-        assert_eq!(memory.rows().search(&shape, &search, |_| true).len(), 300);
+        assert_eq!(memory.rows().runs.covered(), FAN_IN);
+        assert_eq!(memory.rows().search(&shape, &search, |_| true).len(), 3600);
         let bytes_with_entries = memory.bytes();
         memory.set_index_specs(Vec::new()).unwrap();
         assert!(memory.bytes() < bytes_with_entries);

@@ -442,6 +442,89 @@ impl ComponentIndex {
         })
     }
 
+    /// One index holding the entries of every part, each part's rows raised by its offset:
+    /// how a memory component gathers its chunks' entries into runs. The parts must index the
+    /// same fields and include none. Entries with equal values keep the parts' order, so with
+    /// increasing offsets the rows of equal values stay ascending, as [`Self::build`] leaves
+    /// them.
+    pub fn merged(parts: &[(&ComponentIndex, u32)]) -> Result<ComponentIndex> {
+        let mismatch = |message: String| StorageError::InvalidDefinition {
+            dataset: String::new(),
+            message,
+        };
+        let Some((first, _)) = parts.first() else {
+            return Err(mismatch("merging no index entries".into()));
+        };
+        if let Some((part, _)) = parts
+            .iter()
+            .find(|(part, _)| part.field_types != first.field_types || !part.included.is_empty())
+        {
+            return Err(mismatch(format!(
+                "merging entries of fields {:?} (included: {}) with entries of fields {:?}",
+                part.field_types,
+                part.included.len(),
+                first.field_types
+            )));
+        }
+        let converter = converter(&first.field_types)?;
+        let parser = converter.parser();
+        let entries: usize = parts.iter().map(|(part, _)| part.len()).sum();
+        let bytes: usize = parts.iter().map(|(part, _)| part.values.size()).sum();
+        let mut values = converter.empty_rows(entries, bytes);
+        let mut rows = Vec::with_capacity(entries);
+        // Each part's next entry, with its first bytes as a number: few parts (a run merges a
+        // handful), so the least head is found by looking at each, and most looks compare
+        // the numbers only.
+        let head = |part: &ComponentIndex, position: usize| {
+            (position < part.len()).then(|| {
+                let bytes = part.values.row(position).data();
+                (byte_prefix(bytes), position)
+            })
+        };
+        let mut heads: Vec<Option<(u128, usize)>> =
+            parts.iter().map(|(part, _)| head(part, 0)).collect();
+        loop {
+            let mut least: Option<usize> = None;
+            for (i, candidate) in heads.iter().enumerate() {
+                let Some((prefix, position)) = *candidate else {
+                    continue;
+                };
+                let smaller = match least {
+                    None => true,
+                    Some(l) => {
+                        let (least_prefix, least_position) = heads[l].expect("a live head");
+                        prefix < least_prefix
+                            || (prefix == least_prefix
+                                && parts[i].0.values.row(position).data()
+                                    < parts[l].0.values.row(least_position).data())
+                    }
+                };
+                if smaller {
+                    least = Some(i);
+                }
+            }
+            let Some(i) = least else { break };
+            let (part, offset) = parts[i];
+            let (_, position) = heads[i].expect("the least head is live");
+            let row = part.rows[position].checked_add(offset).ok_or_else(|| {
+                mismatch(format!(
+                    "entry row {} + offset {offset} beyond u32",
+                    part.rows[position]
+                ))
+            })?;
+            values.push(parser.parse(part.values.row(position).data()));
+            rows.push(row);
+            heads[i] = head(part, position + 1);
+        }
+        Ok(ComponentIndex {
+            field_types: first.field_types.clone(),
+            converter,
+            values,
+            rows,
+            included: Vec::new(),
+        })
+    }
+
     /// The indexed fields' and the included fields' values at `positions`, for index-only
     /// scans.
     pub fn covered_values(&self, positions: &[usize]) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
