@@ -22,7 +22,7 @@
 use crate::error::{Result, StorageError};
 use crate::memory_chunk::{MemoryChunk, MemoryIndexSpec, MemoryIndexSpecs};
 use crate::memory_index_runs::IndexRuns;
-use crate::secondary_index::{EncodedRange, IndexDefinition, IndexRange};
+use crate::secondary_index::{ComponentIndex, EncodedRange, IndexDefinition, IndexRange};
 use crate::shape::DatasetShape;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::{filter_record_batch, interleave_record_batch};
@@ -260,18 +260,7 @@ impl MemoryRows {
                 .and_then(|(name, ranges)| Some((run.index(name)?, ranges)));
             match entries {
                 Some((entries, ranges)) => {
-                    let first = seqs.len();
-                    let encoded = encoded.get_or_insert_with(|| entries.encode_ranges(ranges));
-                    for range in encoded.iter().flatten() {
-                        seqs.extend(
-                            entries
-                                .rows(entries.positions_encoded(range))
-                                .iter()
-                                .copied()
-                                .filter(|&seq| live(seq)),
-                        );
-                    }
-                    seqs[first..].sort_unstable();
+                    push_entries(entries, ranges, 0, &live, &mut encoded, &mut seqs)
                 }
                 None => {
                     for chunk in run.chunks() {
@@ -307,20 +296,7 @@ impl MemoryRows {
             .index
             .and_then(|(name, ranges)| Some((self.chunks[index].index(name)?, ranges)));
         match entries {
-            Some((entries, ranges)) => {
-                let first = seqs.len();
-                let encoded = encoded.get_or_insert_with(|| entries.encode_ranges(ranges));
-                for range in encoded.iter().flatten() {
-                    seqs.extend(
-                        entries
-                            .rows(entries.positions_encoded(range))
-                            .iter()
-                            .map(|&row| start + row)
-                            .filter(|&seq| live(seq)),
-                    );
-                }
-                seqs[first..].sort_unstable();
-            }
+            Some((entries, ranges)) => push_entries(entries, ranges, start, live, encoded, seqs),
             None => seqs.extend(
                 (start..self.chunk_ends[index])
                     .filter(|&seq| self.tested(shape, search, live, seq)),
@@ -425,6 +401,31 @@ impl MemoryRows {
         }
         Ok(batches)
     }
+}
+
+/// Appends, in arrival order, the rows `live` accepts among `entries` in `ranges`, each
+/// entry's row raised by `offset` (a chunk's first row; 0 for a run, whose rows are already
+/// the component's). `encoded` holds the ranges' bounds once encoded, for the next entries.
+fn push_entries(
+    entries: &ComponentIndex,
+    ranges: &[IndexRange],
+    offset: u32,
+    live: &impl Fn(u32) -> bool,
+    encoded: &mut Option<Vec<Option<EncodedRange>>>,
+    seqs: &mut Vec<u32>,
+) {
+    let first = seqs.len();
+    let encoded = encoded.get_or_insert_with(|| entries.encode_ranges(ranges));
+    for range in encoded.iter().flatten() {
+        seqs.extend(
+            entries
+                .rows(entries.positions_encoded(range))
+                .iter()
+                .map(|&row| offset + row)
+                .filter(|&seq| live(seq)),
+        );
+    }
+    seqs[first..].sort_unstable();
 }
 
 /// The row number of chunk `index`'s first row, given every chunk's end.

@@ -92,7 +92,7 @@ impl IndexRuns {
             return Ok(());
         }
         let settled = chunks.len().saturating_sub(1);
-        while settled - self.covered() >= FAN_IN {
+        while settled.saturating_sub(self.covered()) >= FAN_IN {
             let covered = self.covered()..self.covered() + FAN_IN;
             let indexes = merged_indexes(specs, |name| {
                 covered
