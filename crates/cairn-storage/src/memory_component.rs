@@ -21,7 +21,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::memory_chunk::{MemoryChunk, MemoryIndexSpec, MemoryIndexSpecs};
-use crate::memory_index_runs::IndexRuns;
+use crate::memory_index_runs::{IndexRuns, KeyPlace};
 use crate::secondary_index::{ComponentIndex, EncodedRange, IndexDefinition, IndexRange};
 use crate::shape::DatasetShape;
 use arrow::array::{BooleanArray, RecordBatch};
@@ -189,23 +189,40 @@ impl MemoryRows {
             .filter(|(_, row)| &row.key == key)
             .map(|(index, _)| sealed + index as u32)
             .find(|&seq| live(seq));
-        in_tail.or_else(|| {
-            self.chunks
+        let covered = self.runs.covered();
+        let in_chunks = || {
+            self.chunks[covered..]
                 .iter()
                 .enumerate()
                 .rev()
-                .find_map(|(index, chunk)| {
-                    let start = self.chunk_start(index);
+                .find_map(|(offset, chunk)| {
+                    let start = self.chunk_start(covered + offset);
                     chunk
                         .rows_of(key)
                         .map(|row| start + row)
                         .find(|&seq| live(seq))
                 })
-        })
+        };
+        let in_runs = || {
+            let exactly = (Bound::Included(key), Bound::Included(key));
+            self.runs.runs().iter().rev().find_map(|run| {
+                run.keys_in(&self.chunks, exactly)
+                    .map(|(_, place)| self.seq_at(place))
+                    .find(|&seq| live(seq))
+            })
+        };
+        in_tail.or_else(in_chunks).or_else(in_runs)
     }
 
-    /// Every row `live` accepts whose key lies in `range`, with its key, in key order. Each
-    /// chunk's keys are sorted, so only the part of each chunk in `range` is read.
+    /// The row a key place names.
+    fn seq_at(&self, (chunk, position): KeyPlace) -> u32 {
+        let chunk = chunk as usize;
+        self.chunk_start(chunk) + self.chunks[chunk].keys()[position as usize].1
+    }
+
+    /// Every row `live` accepts whose key lies in `range`, with its key, in key order. The
+    /// keys of each run and of each chunk after the runs are sorted, so only the part of each
+    /// in `range` is read.
     pub fn live_keys(
         &self,
         range: (Bound<&Key>, Bound<&Key>),
@@ -213,7 +230,17 @@ impl MemoryRows {
     ) -> Vec<(Key, u32)> {
         let sealed = self.sealed_rows() as u32;
         let mut keys: Vec<(Key, u32)> = Vec::new();
-        for (index, chunk) in self.chunks.iter().enumerate() {
+        for run in self.runs.runs() {
+            keys.extend(
+                run.keys_in(&self.chunks, range)
+                    .map(|(key, place)| (key, self.seq_at(place)))
+                    .filter(|&(_, seq)| live(seq))
+                    .map(|(key, seq)| (key.clone(), seq)),
+            );
+        }
+        let covered = self.runs.covered();
+        for (offset, chunk) in self.chunks[covered..].iter().enumerate() {
+            let index = covered + offset;
             let start = self.chunk_start(index);
             let sorted = chunk.keys();
             let first = sorted.partition_point(|(key, _)| match range.0 {

@@ -1,6 +1,6 @@
-//! A memory component's btree entries gathered from its sealed chunks into a few sorted runs,
-//! so that an index search of a full memory component visits about a dozen runs instead of
-//! every 512-row chunk.
+//! A memory component's btree entries and keys gathered from its sealed chunks into a few
+//! sorted runs, so that an index search or a point read of a full memory component visits
+//! about a dozen runs instead of every 512-row chunk.
 //!
 //! Under a feed a partition's memory component holds a hundred or more chunks, and its frozen
 //! predecessor as many again while it flushes. Every chunk's entries are sorted, but searching
@@ -18,18 +18,26 @@
 use crate::error::Result;
 use crate::memory_chunk::{MemoryChunk, MemoryIndexSpec};
 use crate::secondary_index::ComponentIndex;
-use std::ops::Range;
+use cairn_model::Key;
+use std::ops::{Bound, Range, RangeBounds};
 use std::sync::Arc;
 
 /// Chunks per run of level 0, and runs of one level per run of the next.
 pub const FAN_IN: usize = 4;
 
-/// The entries of chunks `chunks`, rows numbered as the memory component numbers them.
+/// A key's place in a memory component: the chunk, and the position in that chunk's sorted
+/// keys (which names the row).
+pub type KeyPlace = (u32, u32);
+
+/// The entries and keys of chunks `chunks`, rows numbered as the memory component numbers
+/// them.
 pub struct IndexRun {
     chunks: Range<usize>,
     level: u32,
     /// Per index, by name, when every covered chunk has its entries.
     indexes: Vec<(String, ComponentIndex)>,
+    /// Every covered row's key, by place, in key order; a key's places in chunk order.
+    keys: Vec<KeyPlace>,
     bytes: usize,
 }
 
@@ -47,12 +55,39 @@ impl IndexRun {
             .map(|(_, index)| index)
     }
 
-    fn new(chunks: Range<usize>, level: u32, indexes: Vec<(String, ComponentIndex)>) -> Self {
-        let bytes = indexes.iter().map(|(_, index)| index.memory_size()).sum();
+    /// The places of the keys in `range`, in key order. `chunks` are the component's.
+    pub fn keys_in<'a>(
+        &'a self,
+        chunks: &'a [Arc<MemoryChunk>],
+        range: (Bound<&'a Key>, Bound<&'a Key>),
+    ) -> impl Iterator<Item = (&'a Key, KeyPlace)> + 'a {
+        let first = self.keys.partition_point(|&place| match range.0 {
+            Bound::Included(lo) => key_at(chunks, place) < lo,
+            Bound::Excluded(lo) => key_at(chunks, place) <= lo,
+            Bound::Unbounded => false,
+        });
+        self.keys[first..]
+            .iter()
+            .map(move |&place| (key_at(chunks, place), place))
+            .take_while(move |(key, _)| range.contains(key))
+    }
+
+    fn new(
+        chunks: Range<usize>,
+        level: u32,
+        indexes: Vec<(String, ComponentIndex)>,
+        keys: Vec<KeyPlace>,
+    ) -> Self {
+        let bytes = indexes
+            .iter()
+            .map(|(_, index)| index.memory_size())
+            .sum::<usize>()
+            + keys.len() * std::mem::size_of::<KeyPlace>();
         IndexRun {
             chunks,
             level,
             indexes,
+            keys,
             bytes,
         }
     }
@@ -88,9 +123,6 @@ impl IndexRuns {
         chunk_starts: impl Fn(usize) -> u32,
         specs: &[MemoryIndexSpec],
     ) -> Result<()> {
-        if specs.is_empty() {
-            return Ok(());
-        }
         let settled = chunks.len().saturating_sub(1);
         while settled.saturating_sub(self.covered()) >= FAN_IN {
             let covered = self.covered()..self.covered() + FAN_IN;
@@ -100,31 +132,74 @@ impl IndexRuns {
                     .map(|chunk| Some((chunks[chunk].index(name)?, chunk_starts(chunk))))
                     .collect()
             })?;
+            let places: Vec<Vec<KeyPlace>> = covered
+                .clone()
+                .map(|chunk| {
+                    (0..chunks[chunk].keys().len())
+                        .map(|position| (chunk as u32, position as u32))
+                        .collect()
+                })
+                .collect();
+            let keys = merged_keys(chunks, &places);
             self.runs
-                .push(Arc::new(IndexRun::new(covered.clone(), 0, indexes)));
-            self.cascade(specs)?;
+                .push(Arc::new(IndexRun::new(covered.clone(), 0, indexes, keys)));
+            self.cascade(chunks, specs)?;
         }
         Ok(())
     }
 
     /// Merges the last [`FAN_IN`] runs into one while they share a level.
-    fn cascade(&mut self, specs: &[MemoryIndexSpec]) -> Result<()> {
+    fn cascade(
+        &mut self,
+        all_chunks: &[Arc<MemoryChunk>],
+        specs: &[MemoryIndexSpec],
+    ) -> Result<()> {
         while self.runs.len() >= FAN_IN {
             let last = &self.runs[self.runs.len() - FAN_IN..];
             let level = last[0].level;
             if last.iter().any(|run| run.level != level) {
                 break;
             }
-            let chunks = last[0].chunks.start..last[FAN_IN - 1].chunks.end;
+            let covered = last[0].chunks.start..last[FAN_IN - 1].chunks.end;
             let indexes = merged_indexes(specs, |name| {
                 last.iter().map(|run| Some((run.index(name)?, 0))).collect()
             })?;
-            let run = Arc::new(IndexRun::new(chunks, level + 1, indexes));
+            let places: Vec<&[KeyPlace]> = last.iter().map(|run| run.keys.as_slice()).collect();
+            let keys = merged_keys(all_chunks, &places);
+            let run = Arc::new(IndexRun::new(covered, level + 1, indexes, keys));
             self.runs.truncate(self.runs.len() - FAN_IN);
             self.runs.push(run);
         }
         Ok(())
     }
+}
+
+/// The key of the row at `place`.
+fn key_at(chunks: &[Arc<MemoryChunk>], (chunk, position): KeyPlace) -> &Key {
+    &chunks[chunk as usize].keys()[position as usize].0
+}
+
+/// One list of the places in `lists` (each in key order), in key order; equal keys keep the
+/// lists' order.
+fn merged_keys<L: AsRef<[KeyPlace]>>(chunks: &[Arc<MemoryChunk>], lists: &[L]) -> Vec<KeyPlace> {
+    let lists: Vec<&[KeyPlace]> = lists.iter().map(|list| list.as_ref()).collect();
+    let mut merged = Vec::with_capacity(lists.iter().map(|list| list.len()).sum());
+    let mut next = vec![0usize; lists.len()];
+    loop {
+        let mut least: Option<usize> = None;
+        for (i, list) in lists.iter().enumerate() {
+            let Some(&place) = list.get(next[i]) else {
+                continue;
+            };
+            if least.is_none_or(|l| key_at(chunks, place) < key_at(chunks, lists[l][next[l]])) {
+                least = Some(i);
+            }
+        }
+        let Some(i) = least else { break };
+        merged.push(lists[i][next[i]]);
+        next[i] += 1;
+    }
+    merged
 }
 
 /// Per spec, the merge of the parts `parts(name)` names, for the specs every part has.
@@ -199,6 +274,20 @@ mod tests {
         assert_eq!(rows_between(run, 3, 5), vec![9, 12, 15]);
         // 100 - i for i = 14, 15: rows 3 * i + 1.
         assert_eq!(rows_between(run, 85, 86), vec![46, 43]);
+        // Every chunk holds keys 0, 1 and 2: key 1's places are in chunk order.
+        let one = Key::int(1);
+        let places: Vec<KeyPlace> = run
+            .keys_in(&chunks, (Bound::Included(&one), Bound::Included(&one)))
+            .map(|(_, place)| place)
+            .collect();
+        let expected: Vec<KeyPlace> = (0..(FAN_IN * FAN_IN) as u32).map(|c| (c, 1)).collect();
+        assert_eq!(places, expected);
+        let all: Vec<&Key> = run
+            .keys_in(&chunks, (Bound::Unbounded, Bound::Unbounded))
+            .map(|(key, _)| key)
+            .collect();
+        assert_eq!(all.len(), 3 * FAN_IN * FAN_IN);
+        assert!(all.windows(2).all(|pair| pair[0] <= pair[1]));
     }
 
     #[test]
