@@ -182,24 +182,21 @@ fn key_at(chunks: &[Arc<MemoryChunk>], (chunk, position): KeyPlace) -> &Key {
 /// One list of the places in `lists` (each in key order), in key order; equal keys keep the
 /// lists' order.
 fn merged_keys<L: AsRef<[KeyPlace]>>(chunks: &[Arc<MemoryChunk>], lists: &[L]) -> Vec<KeyPlace> {
-    let lists: Vec<&[KeyPlace]> = lists.iter().map(|list| list.as_ref()).collect();
-    let mut merged = Vec::with_capacity(lists.iter().map(|list| list.len()).sum());
-    let mut next = vec![0usize; lists.len()];
-    loop {
-        let mut least: Option<usize> = None;
-        for (i, list) in lists.iter().enumerate() {
-            let Some(&place) = list.get(next[i]) else {
-                continue;
-            };
-            if least.is_none_or(|l| key_at(chunks, place) < key_at(chunks, lists[l][next[l]])) {
-                least = Some(i);
-            }
-        }
-        let Some(i) = least else { break };
-        merged.push(lists[i][next[i]]);
-        next[i] += 1;
+    let places: Vec<KeyPlace> = lists
+        .iter()
+        .flat_map(|list| list.as_ref().iter().copied())
+        .collect();
+    let keys: Vec<&Key> = places.iter().map(|&place| key_at(chunks, place)).collect();
+    let mut runs = Vec::with_capacity(lists.len());
+    let mut start = 0;
+    for list in lists {
+        runs.push(start..start + list.as_ref().len());
+        start += list.as_ref().len();
     }
-    merged
+    crate::merge::merged_order(&keys, &runs)
+        .into_iter()
+        .map(|at| places[at])
+        .collect()
 }
 
 /// Per spec, the merge of the parts `parts(name)` names, for the specs every part has.

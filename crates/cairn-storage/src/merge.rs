@@ -411,7 +411,8 @@ fn holds_deleted_rows(deleted: &RoaringTreemap, group: &SourceGroup) -> bool {
 
 /// The positions of `keys` in key order, where each of `runs` (ranges of `keys`) is in key
 /// order already: a k-way merge of the runs, `n log k` comparisons where sorting takes `n log n`.
-fn merged_order<K: Ord>(keys: &[K], runs: &[Range<usize>]) -> Vec<usize> {
+/// Equal keys come in run order.
+pub(crate) fn merged_order<K: Ord>(keys: &[K], runs: &[Range<usize>]) -> Vec<usize> {
     let mut heads: BinaryHeap<Reverse<(&K, usize, usize)>> = runs
         .iter()
         .enumerate()

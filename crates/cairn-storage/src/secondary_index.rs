@@ -468,53 +468,31 @@ impl ComponentIndex {
         }
         let converter = converter(&first.field_types)?;
         let parser = converter.parser();
-        let entries: usize = parts.iter().map(|(part, _)| part.len()).sum();
-        let bytes: usize = parts.iter().map(|(part, _)| part.values.size()).sum();
-        let mut values = converter.empty_rows(entries, bytes);
-        let mut rows = Vec::with_capacity(entries);
-        // Each part's next entry, with its first bytes as a number: few parts (a run merges a
-        // handful), so the least head is found by looking at each, and most looks compare
-        // the numbers only.
-        let head = |part: &ComponentIndex, position: usize| {
-            (position < part.len()).then(|| {
-                let bytes = part.values.row(position).data();
-                (byte_prefix(bytes), position)
-            })
-        };
-        let mut heads: Vec<Option<(u128, usize)>> =
-            parts.iter().map(|(part, _)| head(part, 0)).collect();
-        loop {
-            let mut least: Option<usize> = None;
-            for (i, candidate) in heads.iter().enumerate() {
-                let Some((prefix, position)) = *candidate else {
-                    continue;
-                };
-                let smaller = match least {
-                    None => true,
-                    Some(l) => {
-                        let (least_prefix, least_position) = heads[l].expect("a live head");
-                        prefix < least_prefix
-                            || (prefix == least_prefix
-                                && parts[i].0.values.row(position).data()
-                                    < parts[l].0.values.row(least_position).data())
-                    }
-                };
-                if smaller {
-                    least = Some(i);
-                }
-            }
-            let Some(i) = least else { break };
+        // Every part's entries side by side, each part a sorted run of them; row-format bytes
+        // order as the values do.
+        let mut bytes: Vec<&[u8]> = Vec::new();
+        let mut owners: Vec<(usize, usize)> = Vec::new();
+        let mut runs = Vec::with_capacity(parts.len());
+        for (i, (part, _)) in parts.iter().enumerate() {
+            let start = bytes.len();
+            bytes.extend(part.values.iter().map(|row| row.data()));
+            owners.extend((0..part.len()).map(|position| (i, position)));
+            runs.push(start..bytes.len());
+        }
+        let order = crate::merge::merged_order(&bytes, &runs);
+        let mut values = converter.empty_rows(order.len(), bytes.iter().map(|b| b.len()).sum());
+        let mut rows = Vec::with_capacity(order.len());
+        for at in order {
+            let (i, position) = owners[at];
             let (part, offset) = parts[i];
-            let (_, position) = heads[i].expect("the least head is live");
             let row = part.rows[position].checked_add(offset).ok_or_else(|| {
                 mismatch(format!(
                     "entry row {} + offset {offset} beyond u32",
                     part.rows[position]
                 ))
             })?;
-            values.push(parser.parse(part.values.row(position).data()));
+            values.push(parser.parse(bytes[at]));
             rows.push(row);
-            heads[i] = head(part, position + 1);
         }
         Ok(ComponentIndex {
             field_types: first.field_types.clone(),
