@@ -441,7 +441,7 @@ pub fn choose(
         request: ScanRequest {
             projection: None,
             ranges: pruning.clone(),
-            filter: None,
+            ..ScanRequest::default()
         },
         rejected,
         row_share,

@@ -83,6 +83,52 @@ pub(crate) fn scan_filter(
     })
 }
 
+/// The storage row filter for conditions that arrive while the query runs (the dynamic
+/// filters DataFusion's hash joins fill with their build side's keys), over batches of
+/// `schema` (the scan's projection); `None` without any.
+pub(crate) fn runtime_row_filter(
+    filters: &[Arc<dyn PhysicalExpr>],
+    schema: &SchemaRef,
+) -> Option<Arc<dyn RowFilter>> {
+    if filters.is_empty() {
+        return None;
+    }
+    let expr = datafusion::physical_expr::conjunction(filters.iter().cloned());
+    Some(Arc::new(RuntimeFilter {
+        filters: filters.to_vec(),
+        condition: PhysicalFilter::new(expr, schema),
+    }))
+}
+
+/// Dynamic filters as one row filter, ready once a join has filled every one of them.
+struct RuntimeFilter {
+    filters: Vec<Arc<dyn PhysicalExpr>>,
+    condition: PhysicalFilter,
+}
+
+impl fmt::Debug for RuntimeFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.condition.fmt(f)
+    }
+}
+
+impl RowFilter for RuntimeFilter {
+    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, String> {
+        self.condition.evaluate(batch)
+    }
+
+    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
+        self.condition.narrowed()
+    }
+
+    /// A dynamic filter starts at generation 1 holding `true`; a join's update raises it.
+    fn ready(&self) -> bool {
+        self.filters
+            .iter()
+            .all(|filter| filter.snapshot_generation() > 1)
+    }
+}
+
 /// A physical expression as a storage row filter, evaluated one conjunct at a time.
 ///
 /// DataFusion evaluates `a AND b` by filtering the batch to the rows `a` passes when they are

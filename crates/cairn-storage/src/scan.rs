@@ -56,6 +56,12 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         None
     }
+
+    /// Whether the condition is known yet. A runtime filter is not until the join that fills
+    /// it has read its build side; a scan reads as if it had none until then.
+    fn ready(&self) -> bool {
+        true
+    }
 }
 
 /// `column op value`: a comparison of the column at `position` (in the batches a
@@ -95,6 +101,12 @@ pub struct ScanRequest {
     pub ranges: Vec<ColumnRange>,
     /// Rows failing the filter are not returned.
     pub filter: Option<ScanFilter>,
+    /// A condition learned while the query runs (the keys a hash join's build side holds),
+    /// tested on the rows that pass `filter` before the projection's other columns are
+    /// decoded for them (see [`PartitionScan`]'s late reads). It only saves work: a scan may
+    /// still return rows failing it wherever it reads every column together, and it never
+    /// reaches the predicate cache, since it belongs to one query.
+    pub runtime_filter: Option<Arc<dyn RowFilter>>,
 }
 
 enum Unit {
@@ -117,6 +129,9 @@ pub struct PartitionScan {
     ready: VecDeque<RecordBatch>,
     projection: Option<Vec<usize>>,
     filter: Option<ScanFilter>,
+    /// [`ScanRequest::runtime_filter`], dropped once it proves not to pay (see
+    /// [`RUNTIME_FILTER_TRIAL_ROWS`]).
+    runtime_filter: Option<Arc<dyn RowFilter>>,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
@@ -137,7 +152,19 @@ pub struct PartitionScan {
     /// Rows of disk components whose filter was tested on the stored values, without
     /// decoding their pages (see stored_comparisons.rs).
     pub rows_tested_stored: u64,
+    /// Rows that passed the filter and were then tested against the runtime filter, and how
+    /// many of them it dropped before their other columns were decoded.
+    pub rows_tested_at_runtime: u64,
+    pub rows_dropped_at_runtime: u64,
 }
+
+/// A runtime filter is tested on this many rows before the scan judges whether it pays.
+const RUNTIME_FILTER_TRIAL_ROWS: u64 = 16_384;
+
+/// A runtime filter that drops less than this share of the rows it tests costs more (a hash
+/// lookup per row, and the columns it reads) than the late decoding it saves: the scan stops
+/// testing it after the trial.
+const RUNTIME_FILTER_DROP_SHARE_MIN: f64 = 0.25;
 
 /// Inclusive bounds on the leading key column (`None` = open).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -349,6 +376,7 @@ impl Dataset {
                 ready: VecDeque::new(),
                 projection: request.projection.clone(),
                 filter: request.filter.clone(),
+                runtime_filter: request.runtime_filter.clone(),
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
                 skippable,
@@ -358,6 +386,8 @@ impl Dataset {
                 units_found_empty: 0,
                 rows_read_late: 0,
                 rows_tested_stored: 0,
+                rows_tested_at_runtime: 0,
+                rows_dropped_at_runtime: 0,
             })
         }
     }
@@ -369,6 +399,18 @@ impl PartitionScan {
             None => Ok(batch),
             Some(columns) => Ok(batch.project(columns)?),
         }
+    }
+
+    /// The runtime filter to test now: none before it is ready, nor once the trial showed it
+    /// drops too few rows to pay.
+    fn runtime_filter_worth_testing(&mut self) -> Option<Arc<dyn RowFilter>> {
+        let tested = self.rows_tested_at_runtime;
+        if tested >= RUNTIME_FILTER_TRIAL_ROWS
+            && (self.rows_dropped_at_runtime as f64) < RUNTIME_FILTER_DROP_SHARE_MIN * tested as f64
+        {
+            self.runtime_filter = None;
+        }
+        self.runtime_filter.clone().filter(|filter| filter.ready())
     }
 
     /// Which rows of `batch` pass the filter (all, without one), nulls counted as failing.

@@ -94,6 +94,8 @@ struct Scanned {
     rows: Vec<String>,
     read_late: u64,
     tested_stored: u64,
+    tested_at_runtime: u64,
+    dropped_at_runtime: u64,
 }
 
 fn scan(
@@ -112,6 +114,17 @@ fn scan_within(
     filter: VBetween,
     ranges: Vec<ColumnRange>,
 ) -> Scanned {
+    scan_with_runtime_filter(storage, projection, filter, ranges, None)
+}
+
+/// [`scan_within`] with a runtime filter as well.
+fn scan_with_runtime_filter(
+    storage: &cairn_storage::Storage,
+    projection: &[usize],
+    filter: VBetween,
+    ranges: Vec<ColumnRange>,
+    runtime_filter: Option<Arc<dyn RowFilter>>,
+) -> Scanned {
     let request = ScanRequest {
         projection: Some(projection.to_vec()),
         ranges,
@@ -119,12 +132,16 @@ fn scan_within(
             rows: Arc::new(filter),
             predicate: None,
         }),
+        runtime_filter,
     };
     let (mut rows, mut read_late, mut tested_stored) = (Vec::new(), 0, 0);
+    let (mut tested_at_runtime, mut dropped_at_runtime) = (0, 0);
     for mut scan in storage.scan("items", &request).unwrap() {
         let batches: Vec<RecordBatch> = scan.by_ref().collect::<Result<_, _>>().unwrap();
         read_late += scan.rows_read_late;
         tested_stored += scan.rows_tested_stored;
+        tested_at_runtime += scan.rows_tested_at_runtime;
+        dropped_at_runtime += scan.rows_dropped_at_runtime;
         for batch in batches {
             assert_eq!(batch.num_columns(), projection.len());
             for row in 0..batch.num_rows() {
@@ -142,6 +159,8 @@ fn scan_within(
         rows,
         read_late,
         tested_stored,
+        tested_at_runtime,
+        dropped_at_runtime,
     }
 }
 
@@ -292,4 +311,158 @@ fn late_reads_of_row_groups_larger_than_a_batch_join_each_batch_with_its_rows() 
             assert_eq!(late.tested_stored > 0, stored, "{case}");
         }
     }
+}
+
+/// `v % divisor == remainder` on the Int64 column at `position` of the batches it gets,
+/// always offering its narrowed form: a stand-in for a hash join's filter on its keys.
+#[derive(Debug)]
+struct Modulo {
+    position: usize,
+    divisor: i64,
+    remainder: i64,
+    narrowed: Option<(Vec<usize>, Box<Modulo>)>,
+    /// False for a filter whose join has not filled it yet.
+    ready: bool,
+}
+
+impl Modulo {
+    fn new(position: usize, divisor: i64, remainder: i64) -> Modulo {
+        let alone = Modulo {
+            position: 0,
+            divisor,
+            remainder,
+            narrowed: None,
+            ready: true,
+        };
+        Modulo {
+            position,
+            divisor,
+            remainder,
+            narrowed: Some((vec![position], Box::new(alone))),
+            ready: true,
+        }
+    }
+
+    fn passes(&self, value: i64) -> bool {
+        value.rem_euclid(self.divisor) == self.remainder
+    }
+}
+
+impl RowFilter for Modulo {
+    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, String> {
+        let column = batch.column(self.position).as_primitive::<Int64Type>();
+        Ok(column.iter().map(|v| v.map(|v| self.passes(v))).collect())
+    }
+
+    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
+        let (columns, alone) = self.narrowed.as_ref()?;
+        Some((columns, alone.as_ref()))
+    }
+
+    fn ready(&self) -> bool {
+        self.ready
+    }
+}
+
+/// A column of the projection, with its value for an id.
+type ColumnOfId = (usize, fn(i64) -> i64);
+
+/// A runtime filter drops the rows it fails before their other columns are decoded, whether
+/// it reads a column the filter read (v) or one it did not (id), whether the filter was
+/// tested on stored values or decoded, and whether few rows passed (read from their pages)
+/// or many (read with the whole selection): the answer is the filter's and the runtime
+/// filter's together.
+#[test]
+fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = items_flushed(dir.path(), spread_v);
+    let one = spread_v(4321);
+    for (lower, upper) in [(one, one + 1), (-(1 << 39), 1 << 38), (i64::MIN, i64::MAX)] {
+        // The position in the projection (id, v, name, tags), the column's value for an id.
+        let runtime_columns: [ColumnOfId; 2] = [(0, |id| id), (1, spread_v)];
+        for (position, value_of) in runtime_columns {
+            for stored in [true, false] {
+                let runtime = Modulo::new(position, 3, 1);
+                let expected: Vec<i64> = (0..7000)
+                    .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
+                    .filter(|id| runtime.passes(value_of(*id)))
+                    .collect();
+                let filter = VBetween::offering(1, lower, upper, true, stored);
+                let scanned = scan_with_runtime_filter(
+                    &storage,
+                    &[0, 1, 2, 3],
+                    filter,
+                    Vec::new(),
+                    Some(Arc::new(runtime)),
+                );
+                let case = format!("v in [{lower}, {upper}), runtime on {position}, {stored}");
+                let mut ids: Vec<i64> = scanned
+                    .rows
+                    .iter()
+                    .map(|row| row.split(" | ").next().unwrap().parse().unwrap())
+                    .collect();
+                ids.sort_unstable();
+                assert_eq!(ids, expected, "{case}");
+                assert_eq!(scanned.read_late, expected.len() as u64, "{case}");
+                assert_eq!(
+                    scanned.tested_at_runtime - scanned.dropped_at_runtime,
+                    expected.len() as u64,
+                    "{case}"
+                );
+            }
+        }
+    }
+}
+
+/// A runtime filter that drops nothing is given up after a trial: the scan stops testing it
+/// and still returns every row.
+#[test]
+fn runtime_filters_that_drop_too_little_are_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 40_000;
+    let storage = items_flushed_in(dir.path(), spread_v, items, 20_000);
+    let keeps_all = Modulo::new(0, 1, 0);
+    let every_row = VBetween::offering(1, i64::MIN, i64::MAX, true, false);
+    let scanned = scan_with_runtime_filter(
+        &storage,
+        &[0, 1, 2, 3],
+        every_row,
+        Vec::new(),
+        Some(Arc::new(keeps_all)),
+    );
+    let live = (0..items).filter(|id| id % 11 != 0).count() as u64;
+    assert_eq!(scanned.rows.len() as u64, live);
+    assert_eq!(scanned.dropped_at_runtime, 0);
+    assert!(scanned.tested_at_runtime > 0);
+    assert!(
+        scanned.tested_at_runtime < live,
+        "tested {} of {live} rows",
+        scanned.tested_at_runtime
+    );
+}
+
+/// A runtime filter its join has not filled yet is not tested: the scan answers as if it had
+/// none.
+#[test]
+fn runtime_filters_not_ready_are_not_tested() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = items_flushed(dir.path(), spread_v);
+    let (lower, upper) = (-(1 << 39), 1 << 38);
+    let pending = Modulo {
+        ready: false,
+        ..Modulo::new(0, 3, 1)
+    };
+    let filter = VBetween::offering(1, lower, upper, true, false);
+    let scanned = scan_with_runtime_filter(
+        &storage,
+        &[0, 1, 2, 3],
+        filter,
+        Vec::new(),
+        Some(Arc::new(pending)),
+    );
+    let live_matches = (0..7000)
+        .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
+        .count();
+    assert_eq!(scanned.rows.len(), live_matches);
+    assert_eq!(scanned.tested_at_runtime, 0);
 }

@@ -109,6 +109,18 @@ impl PartitionScan {
                 }
             }
         }
+        if let Some(runtime) = self.runtime_filter_worth_testing()
+            && !passed_offsets.is_empty()
+        {
+            self.test_runtime_filter(
+                &read,
+                filter_columns,
+                runtime.as_ref(),
+                rows_read,
+                &mut passed_parts,
+                &mut passed_offsets,
+            )?;
+        }
         if passed_offsets.is_empty() {
             return Ok(Vec::new());
         }
@@ -144,7 +156,7 @@ impl PartitionScan {
         // The second read selects rows already known live: it matches them by offset, without
         // looking up deletion marks again.
         let passed_runs = offset_runs(&passed_offsets);
-        let out = if passed_runs.len() * LATE_SPARSE_ROWS_PER_RUN <= rows_read {
+        let out = if reads_sparsely(&passed_runs, rows_read) {
             let paged = read.component.paged_metadata()?;
             let just_passed = SelectedRows {
                 metadata: &paged,
@@ -190,6 +202,85 @@ impl PartitionScan {
         self.rows_read_late += passed_offsets.len() as u64;
         Ok(out)
     }
+
+    /// Narrows the rows that passed the filter (`passed_offsets`, and their filter columns in
+    /// `passed_parts`, both cut in place) to those `runtime` passes too, decoding for them
+    /// the columns `runtime` reads that the filter did not. Rows at `filter_columns`
+    /// (ascending positions in the projection) came out of `rows_read` rows read. A runtime
+    /// filter that reads every projected column is not tested here.
+    fn test_runtime_filter(
+        &mut self,
+        read: &SelectedRows<'_>,
+        filter_columns: &[usize],
+        runtime: &dyn RowFilter,
+        rows_read: usize,
+        passed_parts: &mut [RecordBatch],
+        passed_offsets: &mut Vec<u64>,
+    ) -> Result<()> {
+        let Some((runtime_columns, narrow)) = runtime.narrowed() else {
+            return Ok(());
+        };
+        let missing: Vec<usize> = runtime_columns
+            .iter()
+            .copied()
+            .filter(|p| filter_columns.binary_search(p).is_err())
+            .collect();
+        let passed = concat_parts(passed_parts.to_vec())?.ok_or_else(|| {
+            StorageError::corrupt(&read.component.path, "passing rows without their columns")
+        })?;
+        let read_missing = if missing.is_empty() {
+            None
+        } else {
+            let dataset_columns: Vec<usize> = missing
+                .iter()
+                .map(|&p| {
+                    self.projection
+                        .as_ref()
+                        .map_or(p, |projection| projection[p])
+                })
+                .collect();
+            Some(read.read_rows_at(passed_offsets, &dataset_columns, rows_read)?)
+        };
+        let (mut fields, mut columns) = (Vec::new(), Vec::new());
+        let mut next_missing = 0;
+        for position in runtime_columns {
+            let (part, index) = match (filter_columns.binary_search(position), &read_missing) {
+                (Ok(index), _) => (&passed, index),
+                (Err(_), Some(batch)) => {
+                    next_missing += 1;
+                    (batch, next_missing - 1)
+                }
+                // Every runtime column outside the filter is in `missing`, so read.
+                (Err(_), None) => return Ok(()),
+            };
+            fields.push(part.schema().field(index).clone());
+            columns.push(part.column(index).clone());
+        }
+        let batch = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+        let mask = self.evaluate_with(narrow, &batch)?;
+        let kept = mask.true_count();
+        self.rows_tested_at_runtime += passed_offsets.len() as u64;
+        self.rows_dropped_at_runtime += (passed_offsets.len() - kept) as u64;
+        if kept == passed_offsets.len() {
+            return Ok(());
+        }
+        let mut next = mask.values().iter();
+        passed_offsets.retain(|_| next.next().unwrap_or(false));
+        let mut first = 0;
+        for part in passed_parts.iter_mut() {
+            let rows = part.num_rows();
+            let part_mask = BooleanArray::new(mask.values().slice(first, rows), None);
+            *part = arrow::compute::filter_record_batch(part, &part_mask)?;
+            first += rows;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the rows in `runs` (out of `rows_read` read) are fetched from just the pages
+/// holding them rather than from the whole selection (see [`LATE_SPARSE_ROWS_PER_RUN`]).
+fn reads_sparsely(runs: &VecDeque<(u64, u64)>, rows_read: usize) -> bool {
+    runs.len() * LATE_SPARSE_ROWS_PER_RUN <= rows_read
 }
 
 /// The batch of `width` projected columns whose columns at `filter_positions` (ascending) are
@@ -294,6 +385,52 @@ impl SelectedRows<'_> {
                 Ok((batch, offsets))
             })
             .collect()
+    }
+
+    /// Decodes `columns` (of the dataset schema) of the rows at `offsets` (ascending, a
+    /// subset of the selection, all live), as one batch in that order: from just the pages
+    /// holding them, or from the whole selection (`rows_read` rows) when they are many.
+    fn read_rows_at(
+        &self,
+        offsets: &[u64],
+        columns: &[usize],
+        rows_read: usize,
+    ) -> Result<RecordBatch> {
+        let runs = offset_runs(offsets);
+        let batches: Vec<RecordBatch> = if reads_sparsely(&runs, rows_read) {
+            let paged = self.component.paged_metadata()?;
+            let just_these = SelectedRows {
+                metadata: &paged,
+                selection: Some(row_selection(&runs)),
+                runs,
+                ..*self
+            };
+            let batches = just_these.read_offsets(Some(columns))?;
+            batches.into_iter().map(|(batch, _)| batch).collect()
+        } else {
+            let mut wanted = offsets.iter().peekable();
+            let mut kept = Vec::new();
+            for (batch, batch_offsets) in self.read_offsets(Some(columns))? {
+                let keep: BooleanArray = batch_offsets
+                    .iter()
+                    .map(|offset| Some(wanted.next_if_eq(&offset).is_some()))
+                    .collect();
+                kept.push(arrow::compute::filter_record_batch(&batch, &keep)?);
+            }
+            kept
+        };
+        let batch = concat_parts(batches)?;
+        match batch {
+            Some(batch) if batch.num_rows() == offsets.len() => Ok(batch),
+            _ => Err(StorageError::corrupt(
+                &self.component.path,
+                format!(
+                    "row group {} returned other rows than the {} asked for",
+                    self.row_group,
+                    offsets.len()
+                ),
+            )),
+        }
     }
 
     /// How many rows are selected, deleted ones included.
