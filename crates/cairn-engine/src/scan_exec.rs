@@ -782,7 +782,7 @@ impl ExecutionPlan for DatasetScanExec {
     }
 
     /// Takes the dynamic filters a hash join pushes to its probe side, when this is a full
-    /// scan that can test them. Every filter stays where it was too (none is reported as
+    /// scan that decodes late for few rows. Every filter stays where it was too (none is reported as
     /// pushed down): the scan may return rows failing one, and the join tests them anyway.
     fn handle_child_pushdown_result(
         &self,
@@ -793,7 +793,10 @@ impl ExecutionPlan for DatasetScanExec {
         let filters = child_pushdown_result.parent_filters;
         let unsupported = vec![PushedDown::No; filters.len()];
         let taken: Vec<Arc<dyn PhysicalExpr>> = match self.access {
-            Access::Full { .. } => filters
+            // Only a scan planned to decode its other columns page by page for few passing
+            // rows (a row share under 1) gains by dropping some of them (see
+            // `test_runtime_filter` in cairn-storage).
+            Access::Full { row_share, .. } if row_share < 1.0 => filters
                 .into_iter()
                 .map(|pushed| pushed.filter)
                 .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())

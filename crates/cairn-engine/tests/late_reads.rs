@@ -248,54 +248,78 @@ async fn range_filters_on_plain_columns_are_tested_on_stored_values() {
 }
 
 /// A hash join hands the keys of its build side to the scan of its probe side (DataFusion's
-/// dynamic filter): the scan drops the rows whose key is not among them before it decodes
-/// their other columns, and the join's answer is unchanged.
+/// dynamic filter): where the scan reads few rows page by page, it drops the rows whose key is
+/// not among them before it decodes their other columns, and the join's answer is unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hash_joins_keys_drop_probe_rows_before_their_other_columns_are_read() {
     let dir = tempfile::tempdir().unwrap();
-    let (db, model) = fixture(dir.path()).await;
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.sql("CREATE TABLE events (id BIGINT PRIMARY KEY, w BIGINT NOT NULL, note VARCHAR) WITH (partitions = 1)")
+        .await
+        .unwrap();
+    let rows: Vec<String> = (0..ROWS)
+        .map(|id| format!("({id}, {}, 'event {id}')", spread(id)))
+        .collect();
+    insert_and_flush(&db, "events", &rows).await;
+    // The 20 ids whose w comes first from 0 up: one row in 2,000, read page by page.
+    let mut by_w: Vec<(i64, i64)> = (0..ROWS).map(|id| (spread(id), id)).collect();
+    by_w.sort_unstable();
+    let first = by_w.iter().position(|&(w, _)| w >= 0).unwrap();
+    let window = &by_w[first..first + 20];
+    let (low, high) = (window[0].0, window[19].0);
+    let in_window: Vec<i64> = window.iter().map(|&(_, id)| id).collect();
     db.sql("CREATE TABLE picked (k BIGINT PRIMARY KEY, note VARCHAR) WITH (partitions = 1)")
         .await
         .unwrap();
-    let notes = [
-        "item 12",
-        "item 1234",
-        "item 20001",
-        "item 39999",
-        "new 7007",
-    ];
-    let values: Vec<String> = notes
+    // Five notes of rows in the window, one of a row outside it.
+    let mut picked: Vec<i64> = in_window.iter().copied().step_by(4).collect();
+    picked.push(by_w[0].1);
+    let values: Vec<String> = picked
         .iter()
-        .enumerate()
-        .map(|(k, note)| format!("({k}, '{note}')"))
+        .map(|id| format!("({id}, 'event {id}')"))
         .collect();
     db.sql(&format!("INSERT INTO picked VALUES {}", values.join(", ")))
         .await
         .unwrap();
-    let query = "SELECT i.id, i.v, i.note FROM picked p JOIN items i ON i.note = p.note \
-                 WHERE i.v < 50";
-    let plan_text = common::explain(&db, query).await;
+    let query = format!(
+        "SELECT e.id, e.w, e.note FROM picked p JOIN events e ON e.note = p.note \
+         WHERE e.w >= {low} AND e.w <= {high}"
+    );
+    let plan_text = common::explain(&db, &query).await;
     assert!(
         plan_text.contains("runtime filter=DynamicFilter"),
         "{plan_text}"
     );
-    let (rows, plan) = run_plan(&db, query).await;
-    let want = expected(&model, |_, v, note| v < 50 && notes.contains(&note));
-    assert_eq!(rows, want);
-    assert!(!rows.is_empty());
-    // Of the component's rows passing `v < 50`, only those with a picked note are read late.
-    assert_eq!(
-        scan_metric(&plan, "rows_read_late"),
-        model
-            .iter()
-            .filter(|(id, (v, note))| *id % 7 != 0 && *v < 50 && notes.contains(&note.as_str()))
-            .count() as u64
-    );
-    let passing_filter = from_component(&model, |v| v < 50);
+    let (got, plan) = run_plan(&db, &query).await;
+    let mut want: Vec<(i64, i64, String)> = in_window
+        .iter()
+        .filter(|id| picked.contains(id))
+        .map(|&id| (id, spread(id), format!("event {id}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 5);
+    // Every row in the window is tested; only the picked ones are read late.
     assert_eq!(
         scan_metric(&plan, "rows_tested_at_runtime"),
-        passing_filter,
+        20,
         "{plan_text}"
     );
-    assert!(scan_metric(&plan, "rows_dropped_at_runtime") > passing_filter / 2);
+    assert_eq!(scan_metric(&plan, "rows_dropped_at_runtime"), 15);
+    assert_eq!(scan_metric(&plan, "rows_read_late"), 5);
+
+    // Half the rows pass `w < 0`: their pages are all decoded anyway, and the scan does not
+    // take the join's keys.
+    let dense = "SELECT e.id, e.w, e.note FROM picked p JOIN events e ON e.note = p.note \
+                 WHERE e.w < 0";
+    let plan_text = common::explain(&db, dense).await;
+    assert!(!plan_text.contains("runtime filter"), "{plan_text}");
+    let (got, _) = run_plan(&db, dense).await;
+    let mut want: Vec<(i64, i64, String)> = picked
+        .iter()
+        .filter(|&&id| spread(id) < 0)
+        .map(|&id| (id, spread(id), format!("event {id}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
 }

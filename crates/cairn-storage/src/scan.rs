@@ -129,8 +129,7 @@ pub struct PartitionScan {
     ready: VecDeque<RecordBatch>,
     projection: Option<Vec<usize>>,
     filter: Option<ScanFilter>,
-    /// [`ScanRequest::runtime_filter`], dropped once it proves not to pay (see
-    /// [`RUNTIME_FILTER_TRIAL_ROWS`]).
+    /// [`ScanRequest::runtime_filter`].
     runtime_filter: Option<Arc<dyn RowFilter>>,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
@@ -157,14 +156,6 @@ pub struct PartitionScan {
     pub rows_tested_at_runtime: u64,
     pub rows_dropped_at_runtime: u64,
 }
-
-/// A runtime filter is tested on this many rows before the scan judges whether it pays.
-const RUNTIME_FILTER_TRIAL_ROWS: u64 = 16_384;
-
-/// A runtime filter that drops less than this share of the rows it tests costs more (a hash
-/// lookup per row, and the columns it reads) than the late decoding it saves: the scan stops
-/// testing it after the trial.
-const RUNTIME_FILTER_DROP_SHARE_MIN: f64 = 0.25;
 
 /// Inclusive bounds on the leading key column (`None` = open).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -401,15 +392,8 @@ impl PartitionScan {
         }
     }
 
-    /// The runtime filter to test now: none before it is ready, nor once the trial showed it
-    /// drops too few rows to pay.
-    fn runtime_filter_worth_testing(&mut self) -> Option<Arc<dyn RowFilter>> {
-        let tested = self.rows_tested_at_runtime;
-        if tested >= RUNTIME_FILTER_TRIAL_ROWS
-            && (self.rows_dropped_at_runtime as f64) < RUNTIME_FILTER_DROP_SHARE_MIN * tested as f64
-        {
-            self.runtime_filter = None;
-        }
+    /// The runtime filter, once it is ready.
+    fn runtime_filter_ready(&self) -> Option<Arc<dyn RowFilter>> {
         self.runtime_filter.clone().filter(|filter| filter.ready())
     }
 

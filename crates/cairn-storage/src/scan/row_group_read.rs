@@ -63,18 +63,14 @@ impl PartitionScan {
         width: usize,
         matched: &mut [bool],
     ) -> Result<Vec<RecordBatch>> {
+        let projection = self.projection.clone();
         let dataset_column = |position: usize| {
-            self.projection
+            projection
                 .as_ref()
                 .map_or(position, |projection| projection[position])
         };
         let filter_dataset: Vec<usize> =
             filter_columns.iter().map(|&p| dataset_column(p)).collect();
-        let other_dataset: Vec<usize> = (0..width)
-            .filter(|p| filter_columns.binary_search(p).is_err())
-            .map(dataset_column)
-            .collect();
-
         let stored = match narrow.comparisons() {
             Some(comparisons) => StoredComparisons::new(
                 read.component,
@@ -109,23 +105,39 @@ impl PartitionScan {
                 }
             }
         }
-        if let Some(runtime) = self.runtime_filter_worth_testing()
-            && !passed_offsets.is_empty()
-        {
-            self.test_runtime_filter(
+        // The projection's columns decoded so far (positions, ascending).
+        let mut read_columns = filter_columns.to_vec();
+        // Where the passing rows are read densely (every page of the other columns), dropping
+        // some of them saves no decoding, only the lookups' cost added: the runtime filter is
+        // tested where they are read page by page, each dropped row sparing about one page.
+        if !passed_offsets.is_empty()
+            && reads_sparsely(&offset_runs(&passed_offsets), rows_read)
+            && let Some(runtime) = self.runtime_filter_ready()
+            && let Some(widened) = self.test_runtime_filter(
                 &read,
                 filter_columns,
                 runtime.as_ref(),
                 rows_read,
                 &mut passed_parts,
                 &mut passed_offsets,
-            )?;
+            )?
+        {
+            read_columns = widened;
         }
         if passed_offsets.is_empty() {
             return Ok(Vec::new());
         }
+        let other_dataset: Vec<usize> = (0..width)
+            .filter(|p| read_columns.binary_search(p).is_err())
+            .map(dataset_column)
+            .collect();
+        if other_dataset.is_empty() {
+            // The runtime filter read the last of them.
+            return Ok(passed_parts);
+        }
+        let read_columns = read_columns.as_slice();
         let joined = |passed: &RecordBatch, others: &RecordBatch| {
-            join_columns(width, filter_columns, passed, others)
+            join_columns(width, read_columns, passed, others)
         };
         let mismatch = || {
             StorageError::corrupt(
@@ -206,74 +218,90 @@ impl PartitionScan {
     /// Narrows the rows that passed the filter (`passed_offsets`, and their filter columns in
     /// `passed_parts`, both cut in place) to those `runtime` passes too, decoding for them
     /// the columns `runtime` reads that the filter did not. Rows at `filter_columns`
-    /// (ascending positions in the projection) came out of `rows_read` rows read. A runtime
-    /// filter that reads every projected column is not tested here.
+    /// (ascending positions in the projection) came out of `rows_read` rows read. When the
+    /// parts change, they become one batch of the columns decoded so far, whose positions
+    /// are returned (so those columns are not read again). A runtime filter that reads every
+    /// projected column is not tested here.
     fn test_runtime_filter(
         &mut self,
         read: &SelectedRows<'_>,
         filter_columns: &[usize],
         runtime: &dyn RowFilter,
         rows_read: usize,
-        passed_parts: &mut [RecordBatch],
+        passed_parts: &mut Vec<RecordBatch>,
         passed_offsets: &mut Vec<u64>,
-    ) -> Result<()> {
+    ) -> Result<Option<Vec<usize>>> {
         let Some((runtime_columns, narrow)) = runtime.narrowed() else {
-            return Ok(());
+            return Ok(None);
         };
         let missing: Vec<usize> = runtime_columns
             .iter()
             .copied()
             .filter(|p| filter_columns.binary_search(p).is_err())
             .collect();
-        let passed = concat_parts(passed_parts.to_vec())?.ok_or_else(|| {
-            StorageError::corrupt(&read.component.path, "passing rows without their columns")
-        })?;
-        let read_missing = if missing.is_empty() {
-            None
-        } else {
-            let dataset_columns: Vec<usize> = missing
-                .iter()
-                .map(|&p| {
-                    self.projection
-                        .as_ref()
-                        .map_or(p, |projection| projection[p])
-                })
-                .collect();
-            Some(read.read_rows_at(passed_offsets, &dataset_columns, rows_read)?)
+        let Some(passed) = concat_parts(std::mem::take(passed_parts))? else {
+            return Ok(None);
         };
-        let (mut fields, mut columns) = (Vec::new(), Vec::new());
-        let mut next_missing = 0;
-        for position in runtime_columns {
-            let (part, index) = match (filter_columns.binary_search(position), &read_missing) {
-                (Ok(index), _) => (&passed, index),
-                (Err(_), Some(batch)) => {
-                    next_missing += 1;
-                    (batch, next_missing - 1)
-                }
-                // Every runtime column outside the filter is in `missing`, so read.
-                (Err(_), None) => return Ok(()),
-            };
-            fields.push(part.schema().field(index).clone());
-            columns.push(part.column(index).clone());
+        let read_missing = match missing.is_empty() {
+            true => None,
+            false => {
+                let dataset_columns: Vec<usize> = missing
+                    .iter()
+                    .map(|&p| {
+                        self.projection
+                            .as_ref()
+                            .map_or(p, |projection| projection[p])
+                    })
+                    .collect();
+                Some(read.read_rows_at(passed_offsets, &dataset_columns, rows_read)?)
+            }
+        };
+        // Every column decoded so far, by position: the filter's, then the missing ones.
+        let mut decoded: Vec<(usize, &RecordBatch, usize)> = filter_columns
+            .iter()
+            .enumerate()
+            .map(|(index, &position)| (position, &passed, index))
+            .collect();
+        if let Some(batch) = &read_missing {
+            decoded.extend(
+                missing
+                    .iter()
+                    .enumerate()
+                    .map(|(index, &position)| (position, batch, index)),
+            );
         }
-        let batch = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
-        let mask = self.evaluate_with(narrow, &batch)?;
+        decoded.sort_unstable_by_key(|&(position, ..)| position);
+        let batch_of = |positions: &mut dyn Iterator<Item = &(usize, &RecordBatch, usize)>| {
+            let (fields, columns): (Vec<_>, Vec<_>) = positions
+                .map(|&(_, part, index)| {
+                    (
+                        part.schema().field(index).clone(),
+                        part.column(index).clone(),
+                    )
+                })
+                .unzip();
+            RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+        };
+        let tested = batch_of(
+            &mut decoded
+                .iter()
+                .filter(|(position, ..)| runtime_columns.binary_search(position).is_ok()),
+        )?;
+        let mask = self.evaluate_with(narrow, &tested)?;
         let kept = mask.true_count();
         self.rows_tested_at_runtime += passed_offsets.len() as u64;
         self.rows_dropped_at_runtime += (passed_offsets.len() - kept) as u64;
-        if kept == passed_offsets.len() {
-            return Ok(());
+        if kept == passed_offsets.len() && read_missing.is_none() {
+            passed_parts.push(passed);
+            return Ok(None);
         }
         let mut next = mask.values().iter();
         passed_offsets.retain(|_| next.next().unwrap_or(false));
-        let mut first = 0;
-        for part in passed_parts.iter_mut() {
-            let rows = part.num_rows();
-            let part_mask = BooleanArray::new(mask.values().slice(first, rows), None);
-            *part = arrow::compute::filter_record_batch(part, &part_mask)?;
-            first += rows;
-        }
-        Ok(())
+        let all_decoded = batch_of(&mut decoded.iter())?;
+        passed_parts.push(arrow::compute::filter_record_batch(&all_decoded, &mask)?);
+        Ok(Some(
+            decoded.iter().map(|&(position, ..)| position).collect(),
+        ))
     }
 }
 
