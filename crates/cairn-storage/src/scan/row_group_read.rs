@@ -107,12 +107,13 @@ impl PartitionScan {
         }
         // The projection's columns decoded so far (positions, ascending).
         let mut read_columns = filter_columns.to_vec();
-        // Where the passing rows are read densely (every page of the other columns), dropping
-        // some of them saves no decoding, only the lookups' cost added: the runtime filter is
-        // tested where they are read page by page, each dropped row sparing about one page.
-        if !passed_offsets.is_empty()
-            && reads_sparsely(&offset_runs(&passed_offsets), rows_read)
-            && let Some(runtime) = self.runtime_filter_ready()
+        // The runtime filter is tested only where few rows passed: then each row it drops
+        // spares about a page of every other column (or the whole late read, if it drops them
+        // all) for one lookup. Where many pass, the pages are decoded anyway and the lookups
+        // would be most of the cost added (TPC-H lineitem, 3.2 M rows tested per query).
+        if let Some(runtime) = self.runtime_filter_ready()
+            && !passed_offsets.is_empty()
+            && passed_offsets.len() * RUNTIME_FILTER_ROWS_READ_PER_TEST_MIN <= rows_read
             && let Some(widened) = self.test_runtime_filter(
                 &read,
                 filter_columns,
@@ -337,6 +338,10 @@ fn join_columns(
         arrow::datatypes::Schema::new_with_metadata(fields, passed.schema().metadata().clone());
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
 }
+
+/// A runtime filter is tested on the rows passing a row group's filter when they are at most
+/// one in this many of the rows read (see `read_late`).
+const RUNTIME_FILTER_ROWS_READ_PER_TEST_MIN: usize = 64;
 
 /// With at most one run of passing rows per four pages read, a late read decodes the other
 /// columns from just the pages holding passing rows, skipping most pages; with more, nearly
