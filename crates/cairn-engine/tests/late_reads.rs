@@ -207,17 +207,26 @@ fn spread(id: i64) -> i64 {
     ((mixed >> 23) as i64) - (1 << 40)
 }
 
+/// Table `table` (id, w, note) of ROWS rows with `w = spread(id)` and `note = '<word> <id>'`,
+/// flushed to a component, in `partitions` partitions.
+async fn spread_table(db: &Database, table: &str, word: &str, partitions: usize) {
+    db.sql(&format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, w BIGINT NOT NULL, note VARCHAR) \
+         WITH (partitions = {partitions})"
+    ))
+    .await
+    .unwrap();
+    let rows: Vec<String> = (0..ROWS)
+        .map(|id| format!("({id}, {}, '{word} {id}')", spread(id)))
+        .collect();
+    insert_and_flush(db, table, &rows).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_filters_on_plain_columns_are_tested_on_stored_values() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), Default::default()).unwrap();
-    db.sql("CREATE TABLE points (id BIGINT PRIMARY KEY, w BIGINT NOT NULL, note VARCHAR) WITH (partitions = 2)")
-        .await
-        .unwrap();
-    let rows: Vec<String> = (0..ROWS)
-        .map(|id| format!("({id}, {}, 'point {id}')", spread(id)))
-        .collect();
-    insert_and_flush(&db, "points", &rows).await;
+    spread_table(&db, "points", "point", 2).await;
     db.sql("DELETE FROM points WHERE id % 10 = 3")
         .await
         .unwrap();
@@ -254,13 +263,7 @@ async fn range_filters_on_plain_columns_are_tested_on_stored_values() {
 async fn a_hash_joins_keys_drop_probe_rows_before_their_other_columns_are_read() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), Default::default()).unwrap();
-    db.sql("CREATE TABLE events (id BIGINT PRIMARY KEY, w BIGINT NOT NULL, note VARCHAR) WITH (partitions = 1)")
-        .await
-        .unwrap();
-    let rows: Vec<String> = (0..ROWS)
-        .map(|id| format!("({id}, {}, 'event {id}')", spread(id)))
-        .collect();
-    insert_and_flush(&db, "events", &rows).await;
+    spread_table(&db, "events", "event", 1).await;
     // The 20 ids whose w comes first from 0 up: one row in 2,000, read page by page.
     let mut by_w: Vec<(i64, i64)> = (0..ROWS).map(|id| (spread(id), id)).collect();
     by_w.sort_unstable();

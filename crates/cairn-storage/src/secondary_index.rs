@@ -469,18 +469,20 @@ impl ComponentIndex {
         let converter = converter(&first.field_types)?;
         let parser = converter.parser();
         // Every part's entries side by side, each part a sorted run of them; row-format bytes
-        // order as the values do.
-        let mut bytes: Vec<&[u8]> = Vec::new();
+        // order as the values do. Each is keyed by its first bytes as a number too, so that
+        // most comparisons of the merge (on the feed's write path) compare numbers only.
+        let mut keys: Vec<(u128, &[u8])> = Vec::new();
         let mut owners: Vec<(usize, usize)> = Vec::new();
         let mut runs = Vec::with_capacity(parts.len());
         for (i, (part, _)) in parts.iter().enumerate() {
-            let start = bytes.len();
-            bytes.extend(part.values.iter().map(|row| row.data()));
+            let start = keys.len();
+            keys.extend(part.values.iter().map(|row| (byte_prefix(row.data()), row.data())));
             owners.extend((0..part.len()).map(|position| (i, position)));
-            runs.push(start..bytes.len());
+            runs.push(start..keys.len());
         }
-        let order = crate::merge::merged_order(&bytes, &runs);
-        let mut values = converter.empty_rows(order.len(), bytes.iter().map(|b| b.len()).sum());
+        let order = crate::merge::merged_order(&keys, &runs);
+        let bytes: usize = parts.iter().map(|(part, _)| part.values.size()).sum();
+        let mut values = converter.empty_rows(order.len(), bytes);
         let mut rows = Vec::with_capacity(order.len());
         for at in order {
             let (i, position) = owners[at];
@@ -491,7 +493,7 @@ impl ComponentIndex {
                     part.rows[position]
                 ))
             })?;
-            values.push(parser.parse(bytes[at]));
+            values.push(parser.parse(keys[at].1));
             rows.push(row);
         }
         Ok(ComponentIndex {

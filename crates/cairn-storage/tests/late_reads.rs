@@ -370,14 +370,14 @@ type ColumnOfId = (usize, fn(i64) -> i64);
 /// A runtime filter drops the rows it fails before their other columns are decoded, whether
 /// it reads a column the filter read (v) or one it did not (id), and whether the filter was
 /// tested on stored values or decoded: the answer is the filter's and the runtime filter's
-/// together. Where many rows pass (read with the whole selection), it is not tested.
+/// together. Where more than one row in 64 passes the filter, it is not tested.
 #[test]
 fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
     let dir = tempfile::tempdir().unwrap();
     let items = 40_000;
     let storage = items_flushed_in(dir.path(), spread_v, items, 20_000);
     let one = spread_v(4321);
-    // One row; about one in 2,048 (both read page by page); about three in eight.
+    // One row and about one in 2,048 (few enough to test); about three in eight (too many).
     for (lower, upper, sparse) in [
         (one, one + 1, true),
         (0, 1 << 30, true),
