@@ -476,7 +476,11 @@ impl ComponentIndex {
         let mut runs = Vec::with_capacity(parts.len());
         for (i, (part, _)) in parts.iter().enumerate() {
             let start = keys.len();
-            keys.extend(part.values.iter().map(|row| (byte_prefix(row.data()), row.data())));
+            keys.extend(
+                part.values
+                    .iter()
+                    .map(|row| (byte_prefix(row.data()), row.data())),
+            );
             owners.extend((0..part.len()).map(|position| (i, position)));
             runs.push(start..keys.len());
         }
