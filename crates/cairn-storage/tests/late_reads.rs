@@ -381,6 +381,8 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
     for (lower, upper, sparse) in [
         (one, one + 1, true),
         (0, 1 << 30, true),
+        // About one in 128: tested, but the other columns are read with the whole selection.
+        (0, 1 << 34, true),
         (-(1 << 39), 1 << 38, false),
     ] {
         // The position in the projection (id, v, name, tags), the column's value for an id.

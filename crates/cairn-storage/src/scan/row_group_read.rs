@@ -63,14 +63,7 @@ impl PartitionScan {
         width: usize,
         matched: &mut [bool],
     ) -> Result<Vec<RecordBatch>> {
-        let projection = self.projection.clone();
-        let dataset_column = |position: usize| {
-            projection
-                .as_ref()
-                .map_or(position, |projection| projection[position])
-        };
-        let filter_dataset: Vec<usize> =
-            filter_columns.iter().map(|&p| dataset_column(p)).collect();
+        let filter_dataset = dataset_columns(self.projection.as_deref(), filter_columns);
         let stored = match narrow.comparisons() {
             Some(comparisons) => StoredComparisons::new(
                 read.component,
@@ -87,7 +80,7 @@ impl PartitionScan {
         // every passing row's offset, in order.
         let mut passed_parts = Vec::new();
         let (mut passed_offsets, mut rows_read) = (Vec::new(), 0);
-        let parts_by_batch = stored.is_none();
+        let mut parts_by_batch = stored.is_none();
         match &stored {
             Some(stored) => {
                 rows_read = read.rows() as usize;
@@ -123,15 +116,17 @@ impl PartitionScan {
                 &mut passed_offsets,
             )?
         {
+            // The parts are now one batch of the columns read so far.
             read_columns = widened;
+            parts_by_batch = false;
         }
         if passed_offsets.is_empty() {
             return Ok(Vec::new());
         }
-        let other_dataset: Vec<usize> = (0..width)
+        let other_columns: Vec<usize> = (0..width)
             .filter(|p| read_columns.binary_search(p).is_err())
-            .map(dataset_column)
             .collect();
+        let other_dataset = dataset_columns(self.projection.as_deref(), &other_columns);
         if other_dataset.is_empty() {
             // The runtime filter read the last of them.
             return Ok(passed_parts);
@@ -166,51 +161,26 @@ impl PartitionScan {
             }
             Ok(out)
         };
-        // The second read selects rows already known live: it matches them by offset, without
-        // looking up deletion marks again.
-        let passed_runs = offset_runs(&passed_offsets);
-        let out = if reads_sparsely(&passed_runs, rows_read) {
-            let paged = read.component.paged_metadata()?;
-            let just_passed = SelectedRows {
-                metadata: &paged,
-                selection: Some(row_selection(&passed_runs)),
-                runs: passed_runs,
-                ..read
-            };
-            let others = just_passed.read_offsets(Some(&other_dataset))?;
-            let others: Vec<RecordBatch> = others.into_iter().map(|(batch, _)| batch).collect();
-            joined_slices(passed_parts, &others)?
-        } else {
-            let others = read.read_offsets(Some(&other_dataset))?;
-            let mut next_passed = passed_offsets.iter().peekable();
-            let mut kept = Vec::with_capacity(others.len());
-            for (others, offsets) in others {
-                let keep: BooleanArray = offsets
-                    .iter()
-                    .map(|offset| Some(next_passed.next_if_eq(&offset).is_some()))
-                    .collect();
-                kept.push(arrow::compute::filter_record_batch(&others, &keep)?);
+        let (others, by_selection_batch) =
+            read.read_rows_at(&passed_offsets, &other_dataset, rows_read)?;
+        let out = if by_selection_batch && parts_by_batch {
+            // The same selection read in the same batch size comes back in the same batches,
+            // so each batch's passing rows join the filter's columns read with them.
+            if others.len() != passed_parts.len() {
+                return Err(mismatch());
             }
-            if parts_by_batch {
-                // The same selection read in the same batch size comes back in the same
-                // batches, so each batch's passing rows join the filter's columns read with
-                // them.
-                if kept.len() != passed_parts.len() {
+            let mut out = Vec::with_capacity(others.len());
+            for (passed, others) in passed_parts.iter().zip(&others) {
+                if others.num_rows() != passed.num_rows() {
                     return Err(mismatch());
                 }
-                let mut out = Vec::with_capacity(kept.len());
-                for (passed, others) in passed_parts.iter().zip(&kept) {
-                    if others.num_rows() != passed.num_rows() {
-                        return Err(mismatch());
-                    }
-                    if passed.num_rows() > 0 {
-                        out.push(joined(passed, others)?);
-                    }
+                if passed.num_rows() > 0 {
+                    out.push(joined(passed, others)?);
                 }
-                out
-            } else {
-                joined_slices(passed_parts, &kept)?
             }
+            out
+        } else {
+            joined_slices(passed_parts, &others)?
         };
         self.rows_read_late += passed_offsets.len() as u64;
         Ok(out)
@@ -221,8 +191,8 @@ impl PartitionScan {
     /// the columns `runtime` reads that the filter did not. Rows at `filter_columns`
     /// (ascending positions in the projection) came out of `rows_read` rows read. When the
     /// parts change, they become one batch of the columns decoded so far, whose positions
-    /// are returned (so those columns are not read again). A runtime filter that reads every
-    /// projected column is not tested here.
+    /// are returned (so those columns are not read again); otherwise they are left as they
+    /// were. A runtime filter that reads every projected column is not tested here.
     fn test_runtime_filter(
         &mut self,
         read: &SelectedRows<'_>,
@@ -240,21 +210,16 @@ impl PartitionScan {
             .copied()
             .filter(|p| filter_columns.binary_search(p).is_err())
             .collect();
-        let Some(passed) = concat_parts(std::mem::take(passed_parts))? else {
+        // Batches share their columns: the copy costs a vector.
+        let Some(passed) = concat_parts(passed_parts.clone())? else {
             return Ok(None);
         };
         let read_missing = match missing.is_empty() {
             true => None,
             false => {
-                let dataset_columns: Vec<usize> = missing
-                    .iter()
-                    .map(|&p| {
-                        self.projection
-                            .as_ref()
-                            .map_or(p, |projection| projection[p])
-                    })
-                    .collect();
-                Some(read.read_rows_at(passed_offsets, &dataset_columns, rows_read)?)
+                let columns = dataset_columns(self.projection.as_deref(), &missing);
+                let (batches, _) = read.read_rows_at(passed_offsets, &columns, rows_read)?;
+                concat_parts(batches)?
             }
         };
         // Every column decoded so far, by position: the filter's, then the missing ones.
@@ -293,17 +258,24 @@ impl PartitionScan {
         self.rows_tested_at_runtime += passed_offsets.len() as u64;
         self.rows_dropped_at_runtime += (passed_offsets.len() - kept) as u64;
         if kept == passed_offsets.len() && read_missing.is_none() {
-            passed_parts.push(passed);
             return Ok(None);
         }
         let mut next = mask.values().iter();
         passed_offsets.retain(|_| next.next().unwrap_or(false));
         let all_decoded = batch_of(&mut decoded.iter())?;
-        passed_parts.push(arrow::compute::filter_record_batch(&all_decoded, &mask)?);
+        *passed_parts = vec![arrow::compute::filter_record_batch(&all_decoded, &mask)?];
         Ok(Some(
             decoded.iter().map(|&(position, ..)| position).collect(),
         ))
     }
+}
+
+/// The dataset-schema columns of projection `positions` (all columns for no projection).
+fn dataset_columns(projection: Option<&[usize]>, positions: &[usize]) -> Vec<usize> {
+    positions
+        .iter()
+        .map(|&p| projection.map_or(p, |projection| projection[p]))
+        .collect()
 }
 
 /// Whether the rows in `runs` (out of `rows_read` read) are fetched from just the pages
@@ -421,16 +393,20 @@ impl SelectedRows<'_> {
     }
 
     /// Decodes `columns` (of the dataset schema) of the rows at `offsets` (ascending, a
-    /// subset of the selection, all live), as one batch in that order: from just the pages
-    /// holding them, or from the whole selection (`rows_read` rows) when they are many.
+    /// subset of the selection, all live), in that order, in batches: from just the pages
+    /// holding them (the second read selects rows already known live, so it matches them by
+    /// offset without looking up deletion marks again), or, when they are many, from the
+    /// whole selection (`rows_read` rows), filtered. The flag says the latter: then the
+    /// batches are the selection's, one for each batch a read of it returns.
     fn read_rows_at(
         &self,
         offsets: &[u64],
         columns: &[usize],
         rows_read: usize,
-    ) -> Result<RecordBatch> {
+    ) -> Result<(Vec<RecordBatch>, bool)> {
         let runs = offset_runs(offsets);
-        let batches: Vec<RecordBatch> = if reads_sparsely(&runs, rows_read) {
+        let sparse = reads_sparsely(&runs, rows_read);
+        let batches: Vec<RecordBatch> = if sparse {
             let paged = self.component.paged_metadata()?;
             let just_these = SelectedRows {
                 metadata: &paged,
@@ -452,18 +428,17 @@ impl SelectedRows<'_> {
             }
             kept
         };
-        let batch = concat_parts(batches)?;
-        match batch {
-            Some(batch) if batch.num_rows() == offsets.len() => Ok(batch),
-            _ => Err(StorageError::corrupt(
+        if batches.iter().map(RecordBatch::num_rows).sum::<usize>() != offsets.len() {
+            return Err(StorageError::corrupt(
                 &self.component.path,
                 format!(
                     "row group {} returned other rows than the {} asked for",
                     self.row_group,
                     offsets.len()
                 ),
-            )),
+            ));
         }
+        Ok((batches, !sparse))
     }
 
     /// How many rows are selected, deleted ones included.
