@@ -782,8 +782,9 @@ impl ExecutionPlan for DatasetScanExec {
     }
 
     /// Takes the dynamic filters a hash join pushes to its probe side, when this is a full
-    /// scan that decodes late for few rows. Every filter stays where it was too (none is reported as
-    /// pushed down): the scan may return rows failing one, and the join tests them anyway.
+    /// scan that decodes late for few rows. Every filter stays where it was too (none is
+    /// reported as pushed down): the scan may return rows failing one, and the join tests
+    /// them anyway.
     fn handle_child_pushdown_result(
         &self,
         _phase: FilterPushdownPhase,
@@ -905,15 +906,9 @@ impl ExecutionPlan for DatasetScanExec {
 
     fn with_fetch(&self, fetch: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(Arc::new(DatasetScanExec {
-            dataset: self.dataset.clone(),
-            access: self.access.clone(),
-            projection: self.projection.clone(),
             fetch,
-            runtime_filters: self.runtime_filters.clone(),
-            statistics: self.statistics.clone(),
-            partition_statistics: self.partition_statistics.clone(),
-            properties: self.properties.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
+            ..self.reading_copy()
         }))
     }
 }

@@ -21,7 +21,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::memory_chunk::{MemoryChunk, MemoryIndexSpec, MemoryIndexSpecs};
-use crate::memory_index_runs::{IndexRuns, KeyPlace};
+use crate::memory_index_runs::{IndexRuns, KeyPlace, before_start};
 use crate::secondary_index::{ComponentIndex, EncodedRange, IndexDefinition, IndexRange};
 use crate::shape::DatasetShape;
 use arrow::array::{BooleanArray, RecordBatch};
@@ -243,11 +243,7 @@ impl MemoryRows {
             let index = covered + offset;
             let start = self.chunk_start(index);
             let sorted = chunk.keys();
-            let first = sorted.partition_point(|(key, _)| match range.0 {
-                Bound::Included(lo) => key < lo,
-                Bound::Excluded(lo) => key <= lo,
-                Bound::Unbounded => false,
-            });
+            let first = sorted.partition_point(|(key, _)| before_start(range.0, key));
             keys.extend(
                 sorted[first..]
                     .iter()

@@ -61,11 +61,9 @@ impl IndexRun {
         chunks: &'a [Arc<MemoryChunk>],
         range: (Bound<&'a Key>, Bound<&'a Key>),
     ) -> impl Iterator<Item = (&'a Key, KeyPlace)> + 'a {
-        let first = self.keys.partition_point(|&place| match range.0 {
-            Bound::Included(lo) => key_at(chunks, place) < lo,
-            Bound::Excluded(lo) => key_at(chunks, place) <= lo,
-            Bound::Unbounded => false,
-        });
+        let first = self
+            .keys
+            .partition_point(|&place| before_start(range.0, key_at(chunks, place)));
         self.keys[first..]
             .iter()
             .map(move |&place| (key_at(chunks, place), place))
@@ -171,6 +169,15 @@ impl IndexRuns {
             self.runs.push(run);
         }
         Ok(())
+    }
+}
+
+/// Whether `key` sorts before a range starting at `start`.
+pub(crate) fn before_start(start: Bound<&Key>, key: &Key) -> bool {
+    match start {
+        Bound::Included(lo) => key < lo,
+        Bound::Excluded(lo) => key <= lo,
+        Bound::Unbounded => false,
     }
 }
 
