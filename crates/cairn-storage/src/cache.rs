@@ -116,6 +116,10 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
         }
     }
 
+    pub fn budget_bytes(&self) -> usize {
+        self.budget_bytes
+    }
+
     pub fn used_bytes(&self) -> usize {
         self.inner.lock().bytes
     }

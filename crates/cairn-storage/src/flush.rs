@@ -66,9 +66,11 @@ impl Dataset {
             }
         };
 
-        let disk = self.write_rows(index, frozen.id, frozen.batch()?, row_group_rows)?;
+        let written = frozen.batch()?;
+        let disk = self.write_rows(index, frozen.id, written, row_group_rows)?;
         debug_assert_eq!(disk.rows, frozen.len() as u64);
         self.prepare_for_readers(&disk)?;
+        disk.prepopulate_blocks(written);
 
         {
             let mut state = partition.write();

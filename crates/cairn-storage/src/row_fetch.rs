@@ -8,7 +8,7 @@
 
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
 use cairn_model::Record;
 use cairn_model::arrow_mapping::record_at;
@@ -25,6 +25,11 @@ pub const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
 /// hundred blocks of every column, and filling the cache with them would evict the blocks
 /// that point lookups keep warm.
 pub(crate) const FETCH_DECODED_BLOCKS_MAX: usize = 8;
+
+/// Largest share of the decoded cache's budget one flushed component's rows may take when
+/// they are cached as the flush writes them: a flush as large as the cache would evict every
+/// block the point lookups keep warm for the sake of rows no query may ask for.
+pub(crate) const PREPOPULATE_CACHE_SHARE_MAX: f64 = 0.25;
 
 /// Where a fetched row is: its block's position among the fetch's blocks, and its offset in
 /// the block.
@@ -128,6 +133,64 @@ impl DiskComponent {
             None => batch,
         };
         Ok(vec![batch])
+    }
+
+    /// Caches every block of this component from `written`, the rows it was just written from
+    /// (all of them, in row order), so that the first short queries to read a component a
+    /// flush wrote find its rows decoded: under a feed, the current versions of the rows a
+    /// range query names sit in components flushed moments ago, and decoding their pages was
+    /// most of the slowest runs' time (bench/results/ingest.md). RocksDB's
+    /// `prepopulate_block_cache` does the same for flushes. A component whose rows would take
+    /// more than [`PREPOPULATE_CACHE_SHARE_MAX`] of the cache is left to be read as usual, and
+    /// so are rows whose columns are not the dataset schema's; the cache is only a cache, so
+    /// nothing here can fail a flush.
+    pub(crate) fn prepopulate_blocks(&self, written: &RecordBatch) {
+        debug_assert_eq!(written.num_rows() as u64, self.rows, "rows written");
+        if written.num_rows() as u64 != self.rows {
+            return;
+        }
+        let cache = &self.caches().decoded;
+        let same_types = written.num_columns() == self.shape.schema.fields().len()
+            && written
+                .columns()
+                .iter()
+                .zip(self.shape.schema.fields())
+                .all(|(column, field)| column.data_type() == field.data_type());
+        let bytes = written.get_array_memory_size();
+        if !same_types || bytes as f64 > cache.budget_bytes() as f64 * PREPOPULATE_CACHE_SHARE_MAX {
+            return;
+        }
+        for (row_group, (first, rows)) in self.row_group_spans().into_iter().enumerate() {
+            for index in 0..rows.div_ceil(BLOCK_ROWS) {
+                let first_row = first + index * BLOCK_ROWS;
+                let block = Block {
+                    row_group: row_group as u32,
+                    index: index as u32,
+                    first_row,
+                    rows: BLOCK_ROWS.min(first + rows - first_row),
+                };
+                // A slice would share the whole batch's buffers; the copy lets the cache hold
+                // and evict each block's memory on its own, as it does decoded blocks. Copying
+                // ranges (not rows, as an interleave would) keeps this off the feed's critical
+                // cores: the flush thread that runs it competes with the feed for them.
+                let range = (first_row as usize, (first_row + block.rows) as usize);
+                let Ok(columns) = written
+                    .columns()
+                    .iter()
+                    .map(|column| {
+                        let data = column.to_data();
+                        let mut copy = MutableArrayData::new(vec![&data], false, range.1 - range.0);
+                        copy.try_extend(0, range.0, range.1)?;
+                        Ok(make_array(copy.freeze()))
+                    })
+                    .collect::<std::result::Result<Vec<ArrayRef>, arrow::error::ArrowError>>()
+                else {
+                    return;
+                };
+                let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
+                cache.insert(self.block_key(&block), Arc::new(columns), bytes);
+            }
+        }
     }
 
     /// The blocks holding `rows` (ascending), and for each row its block's position in that
@@ -412,5 +475,56 @@ mod tests {
             cached,
             "a wide fetch caches nothing"
         );
+    }
+
+    /// `component`'s every row, read from its file, as one batch: the rows it was written from.
+    fn written_rows(component: &DiskComponent) -> RecordBatch {
+        let all: Vec<u64> = (0..component.rows).collect();
+        one_batch(component, &component.read_rows(&all, None).unwrap())
+    }
+
+    #[test]
+    fn blocks_cached_from_the_written_rows_serve_fetches_without_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = component(dir.path(), Arc::new(ReadCaches::new(64 << 20, 256 << 20)));
+        let written = written_rows(&writer);
+        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
+        let component =
+            DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
+                .unwrap();
+        component.prepopulate_blocks(&written);
+        // Rows in far more blocks than a fetch decodes and caches itself, short blocks too.
+        let mut spread: Vec<u64> = (0..ROWS as u64).step_by(331).collect();
+        spread.extend([4_999, 5_000, ROWS as u64 - 1]);
+        spread.sort_unstable();
+        spread.dedup();
+        let read_before = caches.bytes_read.load(Ordering::Relaxed);
+        let fetched = one_batch(&component, &component.fetch_rows(&spread, None).unwrap());
+        assert_eq!(
+            caches.bytes_read.load(Ordering::Relaxed),
+            read_before,
+            "served from the cache"
+        );
+        let direct = one_batch(&component, &component.read_rows(&spread, None).unwrap());
+        assert_eq!(fetched, direct);
+    }
+
+    #[test]
+    fn written_rows_larger_than_their_share_of_the_cache_are_not_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = component(dir.path(), Arc::new(ReadCaches::new(64 << 20, 256 << 20)));
+        let written = written_rows(&writer);
+        let bytes = written.get_array_memory_size() as f64;
+        for (budget, cached) in [
+            (bytes / PREPOPULATE_CACHE_SHARE_MAX * 0.9, false),
+            (bytes / PREPOPULATE_CACHE_SHARE_MAX * 1.1, true),
+        ] {
+            let caches = Arc::new(ReadCaches::new(64 << 20, budget as usize));
+            let component =
+                DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
+                    .unwrap();
+            component.prepopulate_blocks(&written);
+            assert_eq!(caches.decoded.used_bytes() > 0, cached, "budget {budget}");
+        }
     }
 }
