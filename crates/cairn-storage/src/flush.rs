@@ -10,6 +10,7 @@ use crate::dataset::{Dataset, partition_dir};
 use crate::durable_file::sync_dir;
 use crate::error::Result;
 use crate::partition::{ComponentRef, FrozenMemtable, Slot};
+use crate::row_fetch::WrittenRows;
 use crate::statistics::ColumnSummaries;
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
@@ -70,7 +71,9 @@ impl Dataset {
         let disk = self.write_rows(index, frozen.id, written, row_group_rows)?;
         debug_assert_eq!(disk.rows, frozen.len() as u64);
         self.prepare_for_readers(&disk)?;
-        disk.prepopulate_blocks(written);
+        let mut kept = WrittenRows::new(&self.caches);
+        kept.keep(0, written);
+        disk.prepopulate_blocks(&kept);
 
         {
             let mut state = partition.write();

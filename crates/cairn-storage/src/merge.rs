@@ -12,6 +12,7 @@ use crate::durable_file::sync_dir;
 use crate::error::{Result, StorageError};
 use crate::options::StorageOptions;
 use crate::partition::{ComponentRef, Slot};
+use crate::row_fetch::WrittenRows;
 use crate::wal::Wal;
 use arrow::array::RecordBatch;
 use cairn_model::Key;
@@ -168,6 +169,9 @@ impl Dataset {
             expected_rows,
             options.row_group_rows,
         )?;
+        // Rows merged (decoded) are cached as blocks once the output opens; copied row
+        // groups were never decoded and are left to be read as usual.
+        let mut written = WrittenRows::new(&self.caches);
         for piece in &pieces {
             match piece {
                 Piece::Copy(group) => {
@@ -179,7 +183,7 @@ impl Dataset {
                     }
                 }
                 Piece::Merge(groups) => {
-                    self.merge_row_groups(inputs, groups, &mut writer, &mut row_maps)?
+                    self.merge_row_groups(inputs, groups, &mut writer, &mut row_maps, &mut written)?
                 }
             }
         }
@@ -193,6 +197,7 @@ impl Dataset {
             let merged = DiskComponent::open(id, path, self.shape.clone(), self.caches.clone())?;
             debug_assert_eq!(merged.bytes, bytes);
             self.prepare_for_readers(&merged)?;
+            merged.prepopulate_blocks(&written);
             Some(Arc::new(merged))
         };
 
@@ -258,6 +263,7 @@ impl Dataset {
         groups: &[SourceGroup],
         writer: &mut ComponentWriter,
         row_maps: &mut [Vec<u64>],
+        written: &mut WrittenRows,
     ) -> Result<()> {
         // Every live row: (key, batch, row in batch, input, row in input).
         let mut batches: Vec<RecordBatch> = Vec::new();
@@ -317,6 +323,7 @@ impl Dataset {
                 .map(|&at| (entries[at].1, entries[at].2))
                 .collect();
             let batch = interleave_rows(writer.path(), &self.shape.schema, &batches, &rows)?;
+            written.keep(writer.rows(), &batch);
             writer.write(&batch)?;
         }
         // A copied row group may follow: it must not join this one.

@@ -6,7 +6,7 @@
 //! column's pages at the same multiples of DATA_PAGE_ROWS rows, so decoding a block decodes
 //! one page per column: the same pages a read of any one of its rows has to decompress.
 
-use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, parquet_error};
+use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use arrow::array::{ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
@@ -26,10 +26,71 @@ pub const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
 /// that point lookups keep warm.
 pub(crate) const FETCH_DECODED_BLOCKS_MAX: usize = 8;
 
-/// Largest share of the decoded cache's budget one flushed component's rows may take when
-/// they are cached as the flush writes them: a flush as large as the cache would evict every
-/// block the point lookups keep warm for the sake of rows no query may ask for.
+/// Largest share of the decoded cache's budget the rows one flush or merge writes may take
+/// when they are cached as written: a component as large as the cache would evict every block
+/// the point lookups keep warm for the sake of rows no query may ask for.
 pub(crate) const PREPOPULATE_CACHE_SHARE_MAX: f64 = 0.25;
+
+/// The rows a flush or merge writes, kept (up to [`PREPOPULATE_CACHE_SHARE_MAX`] of the
+/// decoded cache) for [`DiskComponent::prepopulate_blocks`] once the component is open.
+pub(crate) struct WrittenRows {
+    /// Runs of whole row groups: the component row each starts at, and its rows.
+    runs: Vec<(u64, RecordBatch)>,
+    bytes: usize,
+    bytes_max: usize,
+    /// More rows were written than may be kept: none are.
+    over_budget: bool,
+}
+
+impl WrittenRows {
+    pub(crate) fn new(caches: &ReadCaches) -> Self {
+        let budget = caches.decoded.budget_bytes() as f64;
+        WrittenRows {
+            runs: Vec::new(),
+            bytes: 0,
+            bytes_max: (budget * PREPOPULATE_CACHE_SHARE_MAX) as usize,
+            over_budget: false,
+        }
+    }
+
+    /// Keeps `rows`, whole row groups written from component row `first_row` on (their
+    /// arrays are shared, not copied), unless the rows kept so far and these are over budget,
+    /// when every run is dropped.
+    pub(crate) fn keep(&mut self, first_row: u64, rows: &RecordBatch) {
+        if self.over_budget {
+            return;
+        }
+        self.bytes += rows.get_array_memory_size();
+        if self.bytes > self.bytes_max {
+            self.over_budget = true;
+            self.runs = Vec::new();
+            return;
+        }
+        self.runs.push((first_row, rows.clone()));
+    }
+}
+
+/// Columns of `batch`'s `rows` rows from `offset` on, copied into arrays of their own: a slice
+/// would share the whole batch's buffers, and the cache holds and evicts each block's memory
+/// on its own, as it does decoded blocks. Copying ranges, not rows as an interleave would,
+/// keeps this cheap for the flush and merge threads, which compete with a feed for the cores.
+fn copied_range(
+    batch: &RecordBatch,
+    offset: u64,
+    rows: u64,
+) -> std::result::Result<Vec<ArrayRef>, arrow::error::ArrowError> {
+    let (start, end) = (offset as usize, (offset + rows) as usize);
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let data = column.to_data();
+            let mut copy = MutableArrayData::new(vec![&data], false, end - start);
+            copy.try_extend(0, start, end)?;
+            Ok(make_array(copy.freeze()))
+        })
+        .collect()
+}
 
 /// Where a fetched row is: its block's position among the fetch's blocks, and its offset in
 /// the block.
@@ -135,60 +196,53 @@ impl DiskComponent {
         Ok(vec![batch])
     }
 
-    /// Caches every block of this component from `written`, the rows it was just written from
-    /// (all of them, in row order), so that the first short queries to read a component a
-    /// flush wrote find its rows decoded: under a feed, the current versions of the rows a
-    /// range query names sit in components flushed moments ago, and decoding their pages was
-    /// most of the slowest runs' time (bench/results/ingest.md). RocksDB's
-    /// `prepopulate_block_cache` does the same for flushes. A component whose rows would take
-    /// more than [`PREPOPULATE_CACHE_SHARE_MAX`] of the cache is left to be read as usual, and
-    /// so are rows whose columns are not the dataset schema's; the cache is only a cache, so
-    /// nothing here can fail a flush.
-    pub(crate) fn prepopulate_blocks(&self, written: &RecordBatch) {
-        debug_assert_eq!(written.num_rows() as u64, self.rows, "rows written");
-        if written.num_rows() as u64 != self.rows {
-            return;
-        }
+    /// Caches the blocks of this component's row groups that `written` holds whole, from the
+    /// rows a flush or merge just wrote, so that the first short queries to read the new
+    /// component find its rows decoded: under a feed that replaces rows, the current versions
+    /// a range query names sit in components written moments ago, and decoding their pages
+    /// was most of the slowest runs' time (bench/results/ingest.md). RocksDB's
+    /// `prepopulate_block_cache` does the same for flushes. Rows whose columns are not the
+    /// dataset schema's are left to be read as usual; the cache is only a cache, so nothing
+    /// here can fail the flush or merge.
+    pub(crate) fn prepopulate_blocks(&self, written: &WrittenRows) {
         let cache = &self.caches().decoded;
-        let same_types = written.num_columns() == self.shape.schema.fields().len()
-            && written
-                .columns()
-                .iter()
-                .zip(self.shape.schema.fields())
-                .all(|(column, field)| column.data_type() == field.data_type());
-        let bytes = written.get_array_memory_size();
-        if !same_types || bytes as f64 > cache.budget_bytes() as f64 * PREPOPULATE_CACHE_SHARE_MAX {
-            return;
-        }
-        for (row_group, (first, rows)) in self.row_group_spans().into_iter().enumerate() {
-            for index in 0..rows.div_ceil(BLOCK_ROWS) {
-                let first_row = first + index * BLOCK_ROWS;
-                let block = Block {
-                    row_group: row_group as u32,
-                    index: index as u32,
-                    first_row,
-                    rows: BLOCK_ROWS.min(first + rows - first_row),
-                };
-                // A slice would share the whole batch's buffers; the copy lets the cache hold
-                // and evict each block's memory on its own, as it does decoded blocks. Copying
-                // ranges (not rows, as an interleave would) keeps this off the feed's critical
-                // cores: the flush thread that runs it competes with the feed for them.
-                let range = (first_row as usize, (first_row + block.rows) as usize);
-                let Ok(columns) = written
+        let schema_types = |batch: &RecordBatch| {
+            batch.num_columns() == self.shape.schema.fields().len()
+                && batch
                     .columns()
                     .iter()
-                    .map(|column| {
-                        let data = column.to_data();
-                        let mut copy = MutableArrayData::new(vec![&data], false, range.1 - range.0);
-                        copy.try_extend(0, range.0, range.1)?;
-                        Ok(make_array(copy.freeze()))
-                    })
-                    .collect::<std::result::Result<Vec<ArrayRef>, arrow::error::ArrowError>>()
-                else {
-                    return;
-                };
-                let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
-                cache.insert(self.block_key(&block), Arc::new(columns), bytes);
+                    .zip(self.shape.schema.fields())
+                    .all(|(column, field)| column.data_type() == field.data_type())
+        };
+        if written.over_budget || !written.runs.iter().all(|(_, batch)| schema_types(batch)) {
+            return;
+        }
+        let spans = self.row_group_spans();
+        for (first_written, batch) in &written.runs {
+            let end_written = first_written + batch.num_rows() as u64;
+            debug_assert!(
+                end_written <= self.rows,
+                "rows written past the component's end"
+            );
+            let whole_groups = spans.iter().enumerate().filter(|(_, (first, rows))| {
+                *first >= *first_written && first + rows <= end_written
+            });
+            for (row_group, &(first, rows)) in whole_groups {
+                for index in 0..rows.div_ceil(BLOCK_ROWS) {
+                    let first_row = first + index * BLOCK_ROWS;
+                    let block = Block {
+                        row_group: row_group as u32,
+                        index: index as u32,
+                        first_row,
+                        rows: BLOCK_ROWS.min(first + rows - first_row),
+                    };
+                    let Ok(columns) = copied_range(batch, first_row - first_written, block.rows)
+                    else {
+                        return;
+                    };
+                    let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
+                    cache.insert(self.block_key(&block), Arc::new(columns), bytes);
+                }
             }
         }
     }
@@ -492,7 +546,9 @@ mod tests {
         let component =
             DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
                 .unwrap();
-        component.prepopulate_blocks(&written);
+        let mut kept = WrittenRows::new(&caches);
+        kept.keep(0, &written);
+        component.prepopulate_blocks(&kept);
         // Rows in far more blocks than a fetch decodes and caches itself, short blocks too.
         let mut spread: Vec<u64> = (0..ROWS as u64).step_by(331).collect();
         spread.extend([4_999, 5_000, ROWS as u64 - 1]);
@@ -523,7 +579,9 @@ mod tests {
             let component =
                 DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
                     .unwrap();
-            component.prepopulate_blocks(&written);
+            let mut kept = WrittenRows::new(&caches);
+            kept.keep(0, &written);
+            component.prepopulate_blocks(&kept);
             assert_eq!(caches.decoded.used_bytes() > 0, cached, "budget {budget}");
         }
     }
