@@ -107,6 +107,24 @@ struct Block {
     rows: u64,
 }
 
+impl Block {
+    /// The `index`th block of row group `row_group`, whose rows are the component's
+    /// `group_rows` rows from `group_first` on; the last block of a row group may be short.
+    fn of_row_group(row_group: usize, group_first: u64, group_rows: u64, index: u64) -> Block {
+        let first_row = group_first + index * BLOCK_ROWS;
+        debug_assert!(
+            first_row < group_first + group_rows,
+            "block {index} past its row group"
+        );
+        Block {
+            row_group: row_group as u32,
+            index: index as u32,
+            first_row,
+            rows: BLOCK_ROWS.min(group_first + group_rows - first_row),
+        }
+    }
+}
+
 /// A walk over a component's row groups (`(first row, rows)` spans) beside ascending rows.
 struct RowGroupWalk<'a> {
     spans: &'a [(u64, u64)],
@@ -229,15 +247,9 @@ impl DiskComponent {
             });
             for (row_group, &(first, rows)) in whole_groups {
                 for index in 0..rows.div_ceil(BLOCK_ROWS) {
-                    let first_row = first + index * BLOCK_ROWS;
-                    let block = Block {
-                        row_group: row_group as u32,
-                        index: index as u32,
-                        first_row,
-                        rows: BLOCK_ROWS.min(first + rows - first_row),
-                    };
-                    let Ok(columns) = copied_range(batch, first_row - first_written, block.rows)
-                    else {
+                    let block = Block::of_row_group(row_group, first, rows, index);
+                    let offset = block.first_row - first_written;
+                    let Ok(columns) = copied_range(batch, offset, block.rows) else {
                         return;
                     };
                     let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
@@ -261,17 +273,11 @@ impl DiskComponent {
             let (group, group_first, group_rows) =
                 walk.holding(row).ok_or_else(|| self.beyond_rows(row))?;
             let index = (row - group_first) / BLOCK_ROWS;
-            let first_row = group_first + index * BLOCK_ROWS;
-            let block = Block {
-                row_group: group as u32,
-                index: index as u32,
-                first_row,
-                rows: BLOCK_ROWS.min(group_first + group_rows - first_row),
-            };
+            let block = Block::of_row_group(group, group_first, group_rows, index);
             if blocks.last() != Some(&block) {
                 blocks.push(block);
             }
-            placements.push((blocks.len() - 1, (row - first_row) as usize));
+            placements.push((blocks.len() - 1, (row - block.first_row) as usize));
         }
         Ok((blocks, placements))
     }

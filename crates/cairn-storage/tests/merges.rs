@@ -213,21 +213,5 @@ fn a_merge_leaves_the_rows_it_merged_decoded_for_the_reads_that_follow() {
     flush_component(&storage, 0..5_000, 1);
     flush_component(&storage, (0..5_000).step_by(2), 2);
     storage.compact("items").unwrap();
-    let version = |id: i64| if id % 2 == 0 { 2 } else { 1 };
-    // A first lookup in each row group reads what every lookup there needs (the footer's
-    // page locations, the row group's keys) and the 256-row block holding its row.
-    for first in (0..5_000).step_by(1_000) {
-        let found = storage.get("items", &Key::int(first)).unwrap();
-        assert_eq!(found, Some(item(first, version(first))));
-    }
-    let read_before = storage.bytes_read();
-    for id in (0..5_000).step_by(97).filter(|id| id % 1_000 >= 256) {
-        let found = storage.get("items", &Key::int(id)).unwrap();
-        assert_eq!(found, Some(item(id, version(id))), "key {id}");
-    }
-    assert_eq!(
-        storage.bytes_read(),
-        read_before,
-        "the other blocks were cached as the merge wrote them"
-    );
+    lookups_past_each_first_block_read_nothing(&storage, 5_000, 1_000, |id| 2 - id % 2);
 }

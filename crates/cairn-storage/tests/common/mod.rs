@@ -94,3 +94,34 @@ pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// Reads every key below `rows` of `items` whose versions `version` gives, and asserts that
+/// none but the first lookup in each row group of `row_group_rows` reads the component file:
+/// a first lookup reads what every lookup there needs (the footer's page locations, the row
+/// group's keys) and the 256-row block holding its row, so the others find their blocks in
+/// the cache only if something put them there.
+pub fn lookups_past_each_first_block_read_nothing(
+    storage: &Storage,
+    rows: i64,
+    row_group_rows: i64,
+    version: impl Fn(i64) -> i64,
+) {
+    const BLOCK_ROWS: i64 = 256;
+    for first in (0..rows).step_by(row_group_rows as usize) {
+        let found = storage.get("items", &Key::int(first)).unwrap();
+        assert_eq!(found, Some(item(first, version(first))), "key {first}");
+    }
+    let read_before = storage.bytes_read();
+    for id in (0..rows)
+        .step_by(97)
+        .filter(|id| id % row_group_rows >= BLOCK_ROWS)
+    {
+        let found = storage.get("items", &Key::int(id)).unwrap();
+        assert_eq!(found, Some(item(id, version(id))), "key {id}");
+    }
+    assert_eq!(
+        storage.bytes_read(),
+        read_before,
+        "blocks found in the cache"
+    );
+}
