@@ -543,18 +543,29 @@ mod tests {
         one_batch(component, &component.read_rows(&all, None).unwrap())
     }
 
+    /// `writer`'s file opened again over `caches`, with `written` (all its rows) cached as a
+    /// flush would cache them.
+    fn prepopulated(
+        writer: &DiskComponent,
+        written: &RecordBatch,
+        caches: &Arc<ReadCaches>,
+    ) -> DiskComponent {
+        let component =
+            DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
+                .unwrap();
+        let mut kept = WrittenRows::new(caches);
+        kept.keep(0, written);
+        component.prepopulate_blocks(&kept);
+        component
+    }
+
     #[test]
     fn blocks_cached_from_the_written_rows_serve_fetches_without_reading() {
         let dir = tempfile::tempdir().unwrap();
         let writer = component(dir.path(), Arc::new(ReadCaches::new(64 << 20, 256 << 20)));
         let written = written_rows(&writer);
         let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
-        let component =
-            DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
-                .unwrap();
-        let mut kept = WrittenRows::new(&caches);
-        kept.keep(0, &written);
-        component.prepopulate_blocks(&kept);
+        let component = prepopulated(&writer, &written, &caches);
         // Rows in far more blocks than a fetch decodes and caches itself, short blocks too.
         let mut spread: Vec<u64> = (0..ROWS as u64).step_by(331).collect();
         spread.extend([4_999, 5_000, ROWS as u64 - 1]);
@@ -582,12 +593,7 @@ mod tests {
             (bytes / PREPOPULATE_CACHE_SHARE_MAX * 1.1, true),
         ] {
             let caches = Arc::new(ReadCaches::new(64 << 20, budget as usize));
-            let component =
-                DiskComponent::open(2, writer.path.clone(), writer.shape.clone(), caches.clone())
-                    .unwrap();
-            let mut kept = WrittenRows::new(&caches);
-            kept.keep(0, &written);
-            component.prepopulate_blocks(&kept);
+            prepopulated(&writer, &written, &caches);
             assert_eq!(caches.decoded.used_bytes() > 0, cached, "budget {budget}");
         }
     }
