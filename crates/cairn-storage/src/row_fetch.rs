@@ -8,7 +8,7 @@
 
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
-use arrow::array::{ArrayRef, MutableArrayData, RecordBatch, make_array};
+use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
 use cairn_model::Record;
 use cairn_model::arrow_mapping::record_at;
@@ -70,22 +70,20 @@ impl WrittenRows {
     }
 }
 
-/// Columns of `batch`'s `rows` rows from `offset` on, copied into arrays of their own: a slice
-/// would share the whole batch's buffers, and the cache holds and evicts each block's memory
-/// on its own, as it does decoded blocks. Copying ranges, not rows as an interleave would,
-/// keeps this cheap for the flush and merge threads, which compete with a feed for the cores.
+/// `columns`' `rows` rows from `offset` on, copied into arrays of their own: a slice would
+/// share the whole batch's buffers, and the cache holds and evicts each block's memory on its
+/// own, as it does decoded blocks. Copying ranges, not rows as an interleave would, keeps this
+/// cheap for the flush and merge threads, which compete with a feed for the cores.
 fn copied_range(
-    batch: &RecordBatch,
+    columns: &[ArrayData],
     offset: u64,
     rows: u64,
 ) -> std::result::Result<Vec<ArrayRef>, arrow::error::ArrowError> {
     let (start, end) = (offset as usize, (offset + rows) as usize);
-    batch
-        .columns()
+    columns
         .iter()
-        .map(|column| {
-            let data = column.to_data();
-            let mut copy = MutableArrayData::new(vec![&data], false, end - start);
+        .map(|data| {
+            let mut copy = MutableArrayData::new(vec![data], false, end - start);
             copy.try_extend(0, start, end)?;
             Ok(make_array(copy.freeze()))
         })
@@ -237,6 +235,7 @@ impl DiskComponent {
         }
         let spans = self.row_group_spans();
         for (first_written, batch) in &written.runs {
+            let columns: Vec<ArrayData> = batch.columns().iter().map(|c| c.to_data()).collect();
             let end_written = first_written + batch.num_rows() as u64;
             debug_assert!(
                 end_written <= self.rows,
@@ -249,11 +248,11 @@ impl DiskComponent {
                 for index in 0..rows.div_ceil(BLOCK_ROWS) {
                     let block = Block::of_row_group(row_group, first, rows, index);
                     let offset = block.first_row - first_written;
-                    let Ok(columns) = copied_range(batch, offset, block.rows) else {
+                    let Ok(copy) = copied_range(&columns, offset, block.rows) else {
                         return;
                     };
-                    let bytes = columns.iter().map(|c| c.get_array_memory_size()).sum();
-                    cache.insert(self.block_key(&block), Arc::new(columns), bytes);
+                    let bytes = copy.iter().map(|c| c.get_array_memory_size()).sum();
+                    cache.insert(self.block_key(&block), Arc::new(copy), bytes);
                 }
             }
         }

@@ -1028,11 +1028,7 @@ fn readers_do_not_wait_for_a_writer_holding_the_partition_lock() {
 #[test]
 fn a_flush_leaves_its_rows_decoded_for_the_reads_that_follow() {
     let dir = tempfile::tempdir().unwrap();
-    let options = cairn_storage::StorageOptions {
-        row_group_rows: 1_000,
-        ..test_options()
-    };
-    let storage = open_items_with(dir.path(), options, 1);
+    let storage = open_items_in_row_groups(dir.path(), 1_000);
     let ops = (0..5_000).map(|id| WriteOp::Upsert(item(id, 1))).collect();
     storage.write("items", ops).unwrap();
     storage.flush("items").unwrap();

@@ -203,11 +203,7 @@ fn a_merged_away_file_stays_while_a_reader_holds_it_and_goes_after() {
 #[test]
 fn a_merge_leaves_the_rows_it_merged_decoded_for_the_reads_that_follow() {
     let dir = tempfile::tempdir().unwrap();
-    let options = cairn_storage::StorageOptions {
-        row_group_rows: 1_000,
-        ..test_options()
-    };
-    let storage = open_items_with(dir.path(), options, 1);
+    let storage = open_items_in_row_groups(dir.path(), 1_000);
     // Every other key replaced: the two components overlap everywhere, so the merge decodes
     // and merges every row group instead of copying it.
     flush_component(&storage, 0..5_000, 1);

@@ -95,10 +95,20 @@ pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// A storage with `items` in one partition, whose components hold row groups of
+/// `row_group_rows` rows.
+pub fn open_items_in_row_groups(dir: &Path, row_group_rows: usize) -> Storage {
+    let options = StorageOptions {
+        row_group_rows,
+        ..test_options()
+    };
+    open_items_with(dir, options, 1)
+}
+
 /// Reads every key below `rows` of `items` whose versions `version` gives, and asserts that
 /// none but the first lookup in each row group of `row_group_rows` reads the component file:
 /// a first lookup reads what every lookup there needs (the footer's page locations, the row
-/// group's keys) and the 256-row block holding its row, so the others find their blocks in
+/// group's keys) and the block (BLOCK_ROWS rows) holding its row, so the others find their blocks in
 /// the cache only if something put them there.
 pub fn lookups_past_each_first_block_read_nothing(
     storage: &Storage,
@@ -106,7 +116,7 @@ pub fn lookups_past_each_first_block_read_nothing(
     row_group_rows: i64,
     version: impl Fn(i64) -> i64,
 ) {
-    const BLOCK_ROWS: i64 = 256;
+    let block_rows = cairn_storage::row_fetch::BLOCK_ROWS as i64;
     for first in (0..rows).step_by(row_group_rows as usize) {
         let found = storage.get("items", &Key::int(first)).unwrap();
         assert_eq!(found, Some(item(first, version(first))), "key {first}");
@@ -114,7 +124,7 @@ pub fn lookups_past_each_first_block_read_nothing(
     let read_before = storage.bytes_read();
     for id in (0..rows)
         .step_by(97)
-        .filter(|id| id % row_group_rows >= BLOCK_ROWS)
+        .filter(|id| id % row_group_rows >= block_rows)
     {
         let found = storage.get("items", &Key::int(id)).unwrap();
         assert_eq!(found, Some(item(id, version(id))), "key {id}");
