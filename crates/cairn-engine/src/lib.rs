@@ -46,6 +46,7 @@ pub mod memory_limit;
 pub mod prepared;
 pub mod scan_exec;
 pub mod scan_filter;
+mod scan_outputs;
 pub mod script;
 pub mod secret;
 pub mod single_phase_aggregate;

@@ -5,6 +5,10 @@
 
 use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess};
 use crate::scan_filter::runtime_row_filter;
+use crate::scan_outputs::{
+    ScanOutput, counted_columns, describe, output_schema, output_statistics, outputs_of,
+    shape_batch,
+};
 use crate::table::storage_error;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -33,6 +37,7 @@ use datafusion::physical_plan::limit::LimitStream;
 use datafusion::physical_plan::metrics::{
     BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
@@ -63,8 +68,11 @@ const RUNTIME_FILTER_SHOWN_CHARS: usize = 160;
 pub struct DatasetScanExec {
     dataset: Arc<Dataset>,
     access: Access,
-    /// Columns of the dataset schema produced, in order; `None` for all.
+    /// Columns of the dataset schema read, in order; `None` for all.
     projection: Option<Vec<usize>>,
+    /// The columns produced, when the scan took in the projection above it (some of them
+    /// character counts of text); `None` produces the projected columns as read.
+    outputs: Option<Vec<ScanOutput>>,
     /// Rows each partition stops after, once DataFusion pushes a limit down.
     fetch: Option<usize>,
     /// Conditions filled in while the query runs (a hash join's dynamic filter on its probe
@@ -84,6 +92,17 @@ impl DatasetScanExec {
         dataset: Arc<Dataset>,
         access: Access,
         projection: Option<Vec<usize>>,
+        fetch: Option<usize>,
+    ) -> Result<Self> {
+        DatasetScanExec::try_new_with_outputs(dataset, access, projection, None, fetch)
+    }
+
+    /// [`DatasetScanExec::try_new`] producing `outputs` of the projected columns.
+    fn try_new_with_outputs(
+        dataset: Arc<Dataset>,
+        access: Access,
+        projection: Option<Vec<usize>>,
+        outputs: Option<Vec<ScanOutput>>,
         fetch: Option<usize>,
     ) -> Result<Self> {
         let schema = projected_schema(&dataset, projection.as_ref())?;
@@ -161,6 +180,17 @@ impl DatasetScanExec {
             access if reads_inline(access) => (vec![statistics.clone()], statistics),
             _ => (partition_statistics, statistics),
         };
+        let (schema, statistics, partition_statistics) = match &outputs {
+            None => (schema, statistics, partition_statistics),
+            Some(outputs) => {
+                let shaped = |s: &Statistics| Arc::new(output_statistics(outputs, s));
+                (
+                    output_schema(outputs, &schema),
+                    shaped(&statistics),
+                    partition_statistics.iter().map(|s| shaped(s)).collect(),
+                )
+            }
+        };
         let equivalence = match &access {
             Access::Ordered {
                 field, descending, ..
@@ -190,6 +220,7 @@ impl DatasetScanExec {
             dataset,
             access,
             projection,
+            outputs,
             fetch,
             runtime_filters: Vec::new(),
             statistics,
@@ -211,14 +242,20 @@ impl DatasetScanExec {
     /// The same scan reading every row in the order of index `index` on `field` (whether
     /// walking pays is [`crate::access_path::top_k_walks`]'s choice).
     pub fn ordered_by(&self, index: &str, field: &str, descending: bool) -> Result<Self> {
-        DatasetScanExec::try_new(
+        self.with_access(Access::Ordered {
+            index: index.to_string(),
+            field: field.to_string(),
+            descending,
+        })
+    }
+
+    /// The same scan (same columns produced) reaching its rows by `access`.
+    fn with_access(&self, access: Access) -> Result<Self> {
+        DatasetScanExec::try_new_with_outputs(
             self.dataset.clone(),
-            Access::Ordered {
-                index: index.to_string(),
-                field: field.to_string(),
-                descending,
-            },
+            access,
             self.projection.clone(),
+            self.outputs.clone(),
             None,
         )
     }
@@ -284,28 +321,18 @@ impl DatasetScanExec {
         queries: Vec<BoundingBox>,
         nearest: Option<NearestRows>,
     ) -> Result<Self> {
-        DatasetScanExec::try_new(
-            self.dataset.clone(),
-            Access::Spatial(SpatialAccess {
-                index: index.to_string(),
-                field: field.to_string(),
-                queries,
-                nearest,
-                estimated_rows: 0,
-            }),
-            self.projection.clone(),
-            None,
-        )
+        self.with_access(Access::Spatial(SpatialAccess {
+            index: index.to_string(),
+            field: field.to_string(),
+            queries,
+            nearest,
+            estimated_rows: 0,
+        }))
     }
 
     /// The same scan reading only the rows `lookup` names.
     pub fn with_lookup(&self, lookup: Lookup) -> Result<Self> {
-        DatasetScanExec::try_new(
-            self.dataset.clone(),
-            Access::Lookup(lookup),
-            self.projection.clone(),
-            None,
-        )
+        self.with_access(Access::Lookup(lookup))
     }
 
     /// What reading this scan's rows costs, in the cost model's scanned-row units.
@@ -323,7 +350,7 @@ impl DatasetScanExec {
             // would run ahead through every row group that yields no row (most, under a
             // selective filter) before the filter is ready. Measured on BigFUN Q12–Q15-S:
             // slightly faster this way, and the rows the filter drops do not depend on timing.
-            let (scan, schema) = (self.reading_copy(), self.schema());
+            let (scan, schema) = (self.reading_copy(), self.read_schema());
             let read =
                 futures::stream::once(async move { scan.spawned_stream(partition) }).flatten();
             return Box::pin(RecordBatchStreamAdapter::new(schema, read));
@@ -337,6 +364,7 @@ impl DatasetScanExec {
             dataset: self.dataset.clone(),
             access: self.access.clone(),
             projection: self.projection.clone(),
+            outputs: self.outputs.clone(),
             fetch: self.fetch,
             runtime_filters: self.runtime_filters.clone(),
             statistics: self.statistics.clone(),
@@ -348,7 +376,7 @@ impl DatasetScanExec {
 
     /// Partition `partition`'s rows, read on a blocking thread started now.
     fn spawned_stream(&self, partition: usize) -> SendableRecordBatchStream {
-        let mut builder = RecordBatchReceiverStream::builder(self.schema(), 2);
+        let mut builder = RecordBatchReceiverStream::builder(self.read_schema(), 2);
         let counter =
             |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         // Time spent reading from storage, not waiting for the consumer: what EXPLAIN
@@ -407,10 +435,15 @@ impl DatasetScanExec {
                     counter("rows_dropped_at_runtime"),
                 );
                 let runtime_filter = runtime_row_filter(&self.runtime_filters, &self.schema());
+                let text_lengths = self.outputs.as_deref().map_or(Vec::new(), |outputs| {
+                    counted_columns(outputs, projection.as_deref())
+                });
+                let counted_unread = counter("text_values_counted_unread");
                 builder.spawn_blocking(move || {
                     let request = ScanRequest {
                         projection,
                         runtime_filter,
+                        text_lengths,
                         ..request
                     };
                     let timer = read_time.timer();
@@ -433,6 +466,7 @@ impl DatasetScanExec {
                     tested_stored.add(scan.rows_tested_stored as usize);
                     tested_at_runtime.add(scan.rows_tested_at_runtime as usize);
                     dropped_at_runtime.add(scan.rows_dropped_at_runtime as usize);
+                    counted_unread.add(scan.values_counted_unread as usize);
                     Ok(())
                 })
             }
@@ -463,7 +497,17 @@ impl DatasetScanExec {
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         })
         .try_flatten();
-        Box::pin(RecordBatchStreamAdapter::new(self.schema(), read))
+        Box::pin(RecordBatchStreamAdapter::new(self.read_schema(), read))
+    }
+
+    /// The schema of the batches read: the projected columns, before [`ScanOutput`]s shape
+    /// them.
+    fn read_schema(&self) -> SchemaRef {
+        match &self.outputs {
+            None => self.schema(),
+            Some(_) => projected_schema(&self.dataset, self.projection.as_ref())
+                .expect("the projection was checked when the scan was planned"),
+        }
     }
 }
 
@@ -745,8 +789,18 @@ impl DisplayAs for DatasetScanExec {
         if reads_inline(&self.access) {
             write!(f, ", read inline")?;
         }
-        let schema = self.schema();
-        let columns: Vec<&str> = schema.fields().iter().map(|c| c.name().as_str()).collect();
+        let columns: Vec<String> = match &self.outputs {
+            None => self
+                .schema()
+                .fields()
+                .iter()
+                .map(|c| c.name().clone())
+                .collect(),
+            Some(outputs) => {
+                let read = self.read_schema();
+                outputs.iter().map(|o| describe(o, &read)).collect()
+            }
+        };
         write!(f, ", projection=[{}]", columns.join(", "))?;
         if let Some(fetch) = self.fetch {
             write!(f, ", fetch={fetch}")?;
@@ -796,8 +850,9 @@ impl ExecutionPlan for DatasetScanExec {
         let taken: Vec<Arc<dyn PhysicalExpr>> = match self.access {
             // Only a scan planned to decode its other columns page by page for few passing
             // rows (a row share under 1) gains by dropping some of them (see
-            // `test_runtime_filter` in cairn-storage).
-            Access::Full { row_share, .. } if row_share < 1.0 => filters
+            // `test_runtime_filter` in cairn-storage). Storage tests a filter on the columns
+            // it reads, which a scan producing other columns (outputs) does not name.
+            Access::Full { row_share, .. } if row_share < 1.0 && self.outputs.is_none() => filters
                 .into_iter()
                 .map(|pushed| pushed.filter)
                 .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
@@ -848,7 +903,12 @@ impl ExecutionPlan for DatasetScanExec {
                 self.dataset.name()
             );
         }
-        let stream = make_cooperative(self.partition_stream(partition));
+        let mut stream = make_cooperative(self.partition_stream(partition));
+        if let Some(outputs) = self.outputs.clone() {
+            let schema = self.schema();
+            let shaped = stream.map(move |batch| shape_batch(&outputs, &schema, &batch?));
+            stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));
+        }
         // Rows produced, for EXPLAIN ANALYZE (the limit stream counts them itself).
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         Ok(match self.fetch {
@@ -902,6 +962,27 @@ impl ExecutionPlan for DatasetScanExec {
 
     fn fetch(&self) -> Option<usize> {
         self.fetch
+    }
+
+    /// Takes in a projection of columns and `string_length`s of text columns (see
+    /// scan_outputs.rs), so that storage counts the text instead of returning it.
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        if self.outputs.is_some() || self.fetch.is_some() || !self.runtime_filters.is_empty() {
+            return Ok(None);
+        }
+        let Some(outputs) = outputs_of(projection, &self.schema()) else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(DatasetScanExec::try_new_with_outputs(
+            self.dataset.clone(),
+            self.access.clone(),
+            self.projection.clone(),
+            Some(outputs),
+            None,
+        )?)))
     }
 
     fn with_fetch(&self, fetch: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {

@@ -8,6 +8,7 @@
 //! order recorded in the footer (component_writer.rs writes it). The file never changes after
 //! it is written; which of its rows are still live is said by its deletion vector.
 
+use crate::ascii_columns::{ASCII_COLUMNS_KEY, AsciiColumns};
 use crate::cache::ByteLru;
 use crate::chunk_buffers::BufferedChunks;
 use crate::component_file::ComponentFile;
@@ -215,6 +216,8 @@ pub struct DiskComponent {
     /// Distinct-count sketches of the summarized fields, from the footer (none in files
     /// written before sketches were).
     pub(crate) sketches: Sketches,
+    /// The text columns of each row group that hold only ASCII, from the footer.
+    pub(crate) ascii_columns: AsciiColumns,
     /// Secondary btree indexes read or built so far, by index name.
     pub(crate) indexes: IndexCache<ComponentIndex>,
     /// The rtrees read so far, by index name.
@@ -277,6 +280,13 @@ impl DiskComponent {
                 .and_then(|pairs| pairs.iter().find(|kv| kv.key == SKETCHES_KEY))
                 .and_then(|kv| kv.value.as_deref())
                 .map(Sketches::decode)
+                .unwrap_or_default(),
+            ascii_columns: metadata
+                .file_metadata()
+                .key_value_metadata()
+                .and_then(|pairs| pairs.iter().find(|kv| kv.key == ASCII_COLUMNS_KEY))
+                .and_then(|kv| kv.value.as_deref())
+                .map(|value| AsciiColumns::decode(value, metadata.num_row_groups()))
                 .unwrap_or_default(),
             indexes: Default::default(),
             spatial_indexes: Default::default(),

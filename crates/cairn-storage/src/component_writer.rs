@@ -8,6 +8,7 @@
 //! length-first, as DELTA_LENGTH_BYTE_ARRAY), row-group statistics, the offset
 //! index, a bloom filter on the first key column and the distinct-count sketches in the footer.
 
+use crate::ascii_columns::{ASCII_COLUMNS_KEY, AsciiColumns, AsciiTracker};
 use crate::component::{
     DATA_PAGE_BYTES, DATA_PAGE_ROWS, DATA_PAGE_WRITE_ROWS, DiskComponent, parquet_error,
 };
@@ -36,8 +37,11 @@ pub struct ComponentWriter {
     schema: SchemaRef,
     writer: SerializedFileWriter<File>,
     factory: ArrowRowGroupWriterFactory,
-    /// The row group being encoded: its column writers and rows so far.
-    open: Option<(Vec<ArrowColumnWriter>, usize)>,
+    /// The row group being encoded: its column writers, rows so far, and text columns all
+    /// ASCII so far.
+    open: Option<(Vec<ArrowColumnWriter>, usize, AsciiTracker)>,
+    /// The ASCII text columns of each row group written or copied (see ascii_columns.rs).
+    ascii_columns: AsciiColumns,
     row_group_rows: usize,
     /// Leaf column of the first key column, whose bloom filter copied row groups carry over.
     key_leaf: Option<usize>,
@@ -122,6 +126,7 @@ impl ComponentWriter {
             writer,
             factory,
             open: None,
+            ascii_columns: AsciiColumns::default(),
             row_group_rows,
             key_leaf,
             sketched,
@@ -151,7 +156,7 @@ impl ComponentWriter {
         self.sketches.add_batch(batch, &self.sketched);
         let mut offset = 0;
         while offset < batch.num_rows() {
-            let (writers, rows) = match &mut self.open {
+            let (writers, rows, ascii) = match &mut self.open {
                 Some(open) => open,
                 None => {
                     let index = self.writer.flushed_row_groups().len();
@@ -159,11 +164,13 @@ impl ComponentWriter {
                         .factory
                         .create_column_writers(index)
                         .map_err(|e| parquet_error(&self.path, e))?;
-                    self.open.insert((writers, 0))
+                    self.open
+                        .insert((writers, 0, AsciiTracker::new(&self.schema)))
                 }
             };
             let take = (self.row_group_rows - *rows).min(batch.num_rows() - offset);
             let slice = batch.slice(offset, take);
+            ascii.observe(&slice);
             let mut leaves = writers.iter_mut();
             for (field, column) in self.schema.fields().iter().zip(slice.columns()) {
                 for leaf in
@@ -190,9 +197,10 @@ impl ComponentWriter {
     /// Closes the row group being encoded, if any, however few rows it has: the next rows
     /// start a new one.
     pub fn end_row_group(&mut self) -> Result<()> {
-        let Some((writers, _)) = self.open.take() else {
+        let Some((writers, _, ascii)) = self.open.take() else {
             return Ok(());
         };
+        self.ascii_columns.push(ascii.finish());
         let error = |e| parquet_error(&self.path, e);
         let mut row_group = self.writer.next_row_group().map_err(error)?;
         for writer in writers {
@@ -238,6 +246,8 @@ impl ComponentWriter {
                 .map_err(error)?;
         }
         output.close().map_err(error)?;
+        self.ascii_columns
+            .push(source.ascii_columns.row_group(row_group).to_vec());
         self.rows += group.num_rows() as u64;
         if self.sketched_sources.insert(source.id) {
             // A sketch may count rows that are gone (see sketch.rs), and HyperLogLog
@@ -253,6 +263,10 @@ impl ComponentWriter {
         self.writer.append_key_value_metadata(FooterKeyValue::new(
             SKETCHES_KEY.to_string(),
             self.sketches.encode(),
+        ));
+        self.writer.append_key_value_metadata(FooterKeyValue::new(
+            ASCII_COLUMNS_KEY.to_string(),
+            self.ascii_columns.encode(),
         ));
         let path = self.path;
         let file = self

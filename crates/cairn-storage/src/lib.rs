@@ -18,6 +18,7 @@
 //! assert_eq!(storage.get("users", &Key::int(1)).unwrap(), Some(record));
 //! ```
 
+pub mod ascii_columns;
 pub mod bulk_load;
 pub mod cache;
 pub mod chunk_buffers;

@@ -10,7 +10,8 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
 use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
-use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::datatypes::Schema;
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, KeyValue, Value};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
@@ -24,9 +25,17 @@ use std::sync::Arc;
 
 mod row_group_read;
 mod stored_comparisons;
+mod text_lengths;
 
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
+pub use text_lengths::character_counts;
+
+/// The field a text column's character counts take in a scan's batches (see
+/// [`ScanRequest::text_lengths`]): same name, `Int64`, nullable.
+pub fn text_length_field(text: &arrow::datatypes::Field) -> arrow::datatypes::Field {
+    arrow::datatypes::Field::new(text.name(), arrow::datatypes::DataType::Int64, true)
+}
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
 /// it does not filter: the caller still evaluates its predicates on what is returned).
@@ -107,6 +116,11 @@ pub struct ScanRequest {
     /// still return rows failing it wherever it reads every column together, and it never
     /// reaches the predicate cache, since it belongs to one query.
     pub runtime_filter: Option<Arc<dyn RowFilter>>,
+    /// Text columns (dataset positions, each also projected) returned as the character
+    /// count of each value (`Int64`, null for null) instead of the text: the filter still
+    /// sees the text, and a late read of a column stored length-first reads only the lengths
+    /// (see text_lengths.rs).
+    pub text_lengths: Vec<usize>,
 }
 
 enum Unit {
@@ -131,6 +145,8 @@ pub struct PartitionScan {
     filter: Option<ScanFilter>,
     /// [`ScanRequest::runtime_filter`].
     runtime_filter: Option<Arc<dyn RowFilter>>,
+    /// [`ScanRequest::text_lengths`], ascending and deduplicated.
+    text_lengths: Vec<usize>,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
@@ -155,6 +171,9 @@ pub struct PartitionScan {
     /// many of them it dropped before their other columns were decoded.
     pub rows_tested_at_runtime: u64,
     pub rows_dropped_at_runtime: u64,
+    /// Text values whose character counts were read from their pages' length sections, the
+    /// text left undecoded (see [`ScanRequest::text_lengths`]).
+    pub values_counted_unread: u64,
 }
 
 /// Inclusive bounds on the leading key column (`None` = open).
@@ -293,6 +312,33 @@ impl Dataset {
         Ok(true)
     }
 
+    /// [`ScanRequest::text_lengths`], checked to be projected text columns, ascending.
+    fn text_length_columns(&self, request: &ScanRequest) -> Result<Vec<usize>> {
+        let mut columns = request.text_lengths.clone();
+        columns.sort_unstable();
+        columns.dedup();
+        let fields = self.shape.schema.fields();
+        for &column in &columns {
+            let projected = request
+                .projection
+                .as_ref()
+                .is_none_or(|projection| projection.contains(&column));
+            let text = fields
+                .get(column)
+                .is_some_and(|field| field.data_type() == &arrow::datatypes::DataType::Utf8);
+            if !projected || !text {
+                return Err(StorageError::InvalidDefinition {
+                    dataset: self.shape.name.clone(),
+                    message: format!(
+                        "character counts asked of column {column}, which is not a projected \
+                         text column"
+                    ),
+                });
+            }
+        }
+        Ok(columns)
+    }
+
     /// One scan per partition over a consistent snapshot of each partition.
     pub fn scan(&self, request: &ScanRequest) -> Result<Vec<PartitionScan>> {
         (0..self.partitions.len())
@@ -321,6 +367,7 @@ impl Dataset {
                 message: format!("projection names column {bad}, beyond the schema"),
             });
         }
+        let text_lengths = self.text_length_columns(request)?;
         let ranges = self.range_columns(&request.ranges)?;
         {
             let view = partition.view();
@@ -368,6 +415,7 @@ impl Dataset {
                 projection: request.projection.clone(),
                 filter: request.filter.clone(),
                 runtime_filter: request.runtime_filter.clone(),
+                text_lengths,
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
                 skippable,
@@ -379,6 +427,7 @@ impl Dataset {
                 rows_tested_stored: 0,
                 rows_tested_at_runtime: 0,
                 rows_dropped_at_runtime: 0,
+                values_counted_unread: 0,
             })
         }
     }
@@ -390,6 +439,39 @@ impl PartitionScan {
             None => Ok(batch),
             Some(columns) => Ok(batch.project(columns)?),
         }
+    }
+
+    /// `batch` (of the projected columns) with each [`ScanRequest::text_lengths`] column as
+    /// character counts; a late read may have read some as counts already.
+    fn with_text_lengths(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        if self.text_lengths.is_empty() {
+            return Ok(batch);
+        }
+        let (mut fields, mut columns) = (Vec::new(), Vec::new());
+        for (position, (field, column)) in batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .enumerate()
+        {
+            let dataset_column = self
+                .projection
+                .as_ref()
+                .map_or(position, |projection| projection[position]);
+            match column.as_string_opt::<i32>() {
+                Some(strings) if self.text_lengths.binary_search(&dataset_column).is_ok() => {
+                    fields.push(Arc::new(text_length_field(field)));
+                    columns.push(Arc::new(text_lengths::character_counts(strings)) as ArrayRef);
+                }
+                _ => {
+                    fields.push(field.clone());
+                    columns.push(column.clone());
+                }
+            }
+        }
+        let schema = Schema::new_with_metadata(fields, batch.schema().metadata().clone());
+        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
     }
 
     /// The runtime filter, once it is ready.
@@ -632,10 +714,15 @@ impl Iterator for PartitionScan {
                     self.read_row_group(&component, &metadata, row_group, first_row, rows, &deleted)
                 }
             };
-            match produced {
-                Ok(batches) => self
-                    .ready
-                    .extend(batches.into_iter().filter(|b| b.num_rows() > 0)),
+            let counted = produced.and_then(|batches| {
+                batches
+                    .into_iter()
+                    .filter(|b| b.num_rows() > 0)
+                    .map(|b| self.with_text_lengths(b))
+                    .collect::<Result<Vec<_>>>()
+            });
+            match counted {
+                Ok(batches) => self.ready.extend(batches),
                 Err(e) => return Some(Err(e)),
             }
         }

@@ -9,7 +9,8 @@ use arrow::array::{ArrayRef, BooleanBuilder, Int64Builder};
 use arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ExpressionPlacement, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use std::sync::Arc;
 
@@ -374,6 +375,9 @@ impl ScalarUDFImpl for EditDistanceContainsFunction {
     }
 }
 
+/// The name of [`StringLengthFunction`], which a dataset scan recognizes (scan_outputs.rs).
+pub(crate) const STRING_LENGTH: &str = "string_length";
+
 scalar_function! {
     /// `string_length(s)`: the number of characters (Unicode scalar values) in `s`.
     StringLengthFunction, ["s"]
@@ -381,7 +385,7 @@ scalar_function! {
 
 impl ScalarUDFImpl for StringLengthFunction {
     fn name(&self) -> &str {
-        "string_length"
+        STRING_LENGTH
     }
 
     fn signature(&self) -> &Signature {
@@ -398,6 +402,17 @@ impl ScalarUDFImpl for StringLengthFunction {
 
     fn is_strict(&self) -> bool {
         true
+    }
+
+    /// Next to the column it counts, like a field access: there a dataset scan can take it
+    /// in and read the counts without the text (scan_outputs.rs).
+    fn placement(&self, args: &[ExpressionPlacement]) -> ExpressionPlacement {
+        match args {
+            [ExpressionPlacement::Column | ExpressionPlacement::MoveTowardsLeafNodes] => {
+                ExpressionPlacement::MoveTowardsLeafNodes
+            }
+            _ => ExpressionPlacement::KeepInPlace,
+        }
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {

@@ -4,11 +4,13 @@
 //! the predicate cache.
 
 use super::stored_comparisons::StoredComparisons;
-use super::{PartitionScan, RowFilter, row_selection, take_offsets};
+use super::text_lengths::read_text_lengths;
+use super::{PartitionScan, RowFilter, row_selection, take_offsets, text_length_field};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use crate::predicate_cache::SKIP_UNIT_ROWS;
-use arrow::array::{BooleanArray, RecordBatch};
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::Schema;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use roaring::RoaringTreemap;
 use std::collections::VecDeque;
@@ -161,8 +163,34 @@ impl PartitionScan {
             }
             Ok(out)
         };
-        let (others, by_selection_batch) =
-            read.read_rows_at(&passed_offsets, &other_dataset, rows_read)?;
+        // Text columns wanted only as character counts are read from their pages' length
+        // sections where stored so; the rest are decoded.
+        let counted = self.read_counted(&read, &other_dataset, &passed_offsets)?;
+        let decoded: Vec<usize> = other_dataset
+            .iter()
+            .copied()
+            .filter(|column| counted.iter().all(|(counted, _)| counted != column))
+            .collect();
+        let (others, by_selection_batch) = if decoded.is_empty() {
+            // Batches without columns, one per part of the filter's columns, to join.
+            let shaped_like_parts = passed_parts
+                .iter()
+                .map(|part| columnless_batch(part.num_rows()))
+                .collect::<Result<Vec<_>>>()?;
+            (shaped_like_parts, true)
+        } else {
+            read.read_rows_at(&passed_offsets, &decoded, rows_read)?
+        };
+        let others = if counted.is_empty() {
+            others
+        } else {
+            with_counts(
+                others,
+                &other_dataset,
+                &counted,
+                &read.component.shape.schema,
+            )?
+        };
         let out = if by_selection_batch && parts_by_batch {
             // The same selection read in the same batch size comes back in the same batches,
             // so each batch's passing rows join the filter's columns read with them.
@@ -184,6 +212,38 @@ impl PartitionScan {
         };
         self.rows_read_late += passed_offsets.len() as u64;
         Ok(out)
+    }
+
+    /// The character counts of the [`ScanRequest::text_lengths`] columns among `columns` (of
+    /// the dataset schema) at `offsets` of the row group, for each whose chunk is stored so
+    /// that they are read without the text (the others are not returned).
+    ///
+    /// [`ScanRequest::text_lengths`]: super::ScanRequest::text_lengths
+    fn read_counted(
+        &mut self,
+        read: &SelectedRows<'_>,
+        columns: &[usize],
+        offsets: &[u64],
+    ) -> Result<Vec<(usize, ArrayRef)>> {
+        let wanted: Vec<usize> = columns
+            .iter()
+            .copied()
+            .filter(|column| self.text_lengths.binary_search(column).is_ok())
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let paged = read.component.paged_metadata()?;
+        let mut counted = Vec::with_capacity(wanted.len());
+        for column in wanted {
+            if let Some(counts) =
+                read_text_lengths(read.component, &paged, read.row_group, column, offsets)?
+            {
+                self.values_counted_unread += offsets.len() as u64;
+                counted.push((column, counts));
+            }
+        }
+        Ok(counted)
     }
 
     /// Narrows the rows that passed the filter (`passed_offsets`, and their filter columns in
@@ -309,6 +369,56 @@ fn join_columns(
     let schema =
         arrow::datatypes::Schema::new_with_metadata(fields, passed.schema().metadata().clone());
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// A batch of `rows` rows and no columns.
+fn columnless_batch(rows: usize) -> Result<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        Vec::new(),
+        &options,
+    )?)
+}
+
+/// `decoded` (batches of the `columns` not in `counted`, in order) with the character counts
+/// of the `counted` columns (one array for all their rows, in order) put in their places, so
+/// that each batch holds `columns` in order (of the dataset schema `schema`).
+fn with_counts(
+    decoded: Vec<RecordBatch>,
+    columns: &[usize],
+    counted: &[(usize, ArrayRef)],
+    schema: &Schema,
+) -> Result<Vec<RecordBatch>> {
+    let mut first = 0;
+    decoded
+        .into_iter()
+        .map(|batch| {
+            let rows = batch.num_rows();
+            let (mut fields, mut arrays) = (Vec::new(), Vec::new());
+            let mut next_decoded = 0;
+            for &column in columns {
+                match counted.iter().find(|(counted, _)| *counted == column) {
+                    Some((_, counts)) => {
+                        fields.push(Arc::new(text_length_field(schema.field(column))));
+                        arrays.push(counts.slice(first, rows));
+                    }
+                    None => {
+                        fields.push(batch.schema().fields()[next_decoded].clone());
+                        arrays.push(batch.column(next_decoded).clone());
+                        next_decoded += 1;
+                    }
+                }
+            }
+            first += rows;
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            Ok(RecordBatch::try_new_with_options(
+                Arc::new(Schema::new(fields)),
+                arrays,
+                &options,
+            )?)
+        })
+        .collect()
 }
 
 /// A runtime filter is tested on the rows passing a row group's filter when they are at most
