@@ -5,10 +5,7 @@
 
 use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess};
 use crate::scan_filter::runtime_row_filter;
-use crate::scan_outputs::{
-    ScanOutput, counted_columns, describe, output_schema, output_statistics, outputs_of,
-    shape_batch,
-};
+use crate::scan_outputs::ScanOutputs;
 use crate::table::storage_error;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -72,7 +69,7 @@ pub struct DatasetScanExec {
     projection: Option<Vec<usize>>,
     /// The columns produced, when the scan took in the projection above it (some of them
     /// character counts of text); `None` produces the projected columns as read.
-    outputs: Option<Vec<ScanOutput>>,
+    outputs: Option<ScanOutputs>,
     /// Rows each partition stops after, once DataFusion pushes a limit down.
     fetch: Option<usize>,
     /// Conditions filled in while the query runs (a hash join's dynamic filter on its probe
@@ -102,7 +99,7 @@ impl DatasetScanExec {
         dataset: Arc<Dataset>,
         access: Access,
         projection: Option<Vec<usize>>,
-        outputs: Option<Vec<ScanOutput>>,
+        outputs: Option<ScanOutputs>,
         fetch: Option<usize>,
     ) -> Result<Self> {
         let schema = projected_schema(&dataset, projection.as_ref())?;
@@ -183,9 +180,9 @@ impl DatasetScanExec {
         let (schema, statistics, partition_statistics) = match &outputs {
             None => (schema, statistics, partition_statistics),
             Some(outputs) => {
-                let shaped = |s: &Statistics| Arc::new(output_statistics(outputs, s));
+                let shaped = |s: &Statistics| Arc::new(outputs.statistics(s));
                 (
-                    output_schema(outputs, &schema),
+                    outputs.schema(),
                     shaped(&statistics),
                     partition_statistics.iter().map(|s| shaped(s)).collect(),
                 )
@@ -435,8 +432,8 @@ impl DatasetScanExec {
                     counter("rows_dropped_at_runtime"),
                 );
                 let runtime_filter = runtime_row_filter(&self.runtime_filters, &self.schema());
-                let text_lengths = self.outputs.as_deref().map_or(Vec::new(), |outputs| {
-                    counted_columns(outputs, projection.as_deref())
+                let text_lengths = self.outputs.as_ref().map_or(Vec::new(), |outputs| {
+                    outputs.counted_columns(projection.as_deref())
                 });
                 let counted_unread = counter("text_values_counted_unread");
                 builder.spawn_blocking(move || {
@@ -500,7 +497,7 @@ impl DatasetScanExec {
         Box::pin(RecordBatchStreamAdapter::new(self.read_schema(), read))
     }
 
-    /// The schema of the batches read: the projected columns, before [`ScanOutput`]s shape
+    /// The schema of the batches read: the projected columns, before [`ScanOutputs`] shape
     /// them.
     fn read_schema(&self) -> SchemaRef {
         match &self.outputs {
@@ -796,10 +793,7 @@ impl DisplayAs for DatasetScanExec {
                 .iter()
                 .map(|c| c.name().clone())
                 .collect(),
-            Some(outputs) => {
-                let read = self.read_schema();
-                outputs.iter().map(|o| describe(o, &read)).collect()
-            }
+            Some(outputs) => outputs.describe(&self.read_schema()),
         };
         write!(f, ", projection=[{}]", columns.join(", "))?;
         if let Some(fetch) = self.fetch {
@@ -905,8 +899,7 @@ impl ExecutionPlan for DatasetScanExec {
         }
         let mut stream = make_cooperative(self.partition_stream(partition));
         if let Some(outputs) = self.outputs.clone() {
-            let schema = self.schema();
-            let shaped = stream.map(move |batch| shape_batch(&outputs, &schema, &batch?));
+            let shaped = stream.map(move |batch| outputs.shape(&batch?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));
         }
         // Rows produced, for EXPLAIN ANALYZE (the limit stream counts them itself).
@@ -964,8 +957,8 @@ impl ExecutionPlan for DatasetScanExec {
         self.fetch
     }
 
-    /// Takes in a projection of columns and `string_length`s of text columns (see
-    /// scan_outputs.rs), so that storage counts the text instead of returning it.
+    /// Takes in a projection that counts the characters of a text column it uses no other
+    /// way (see scan_outputs.rs), so that storage counts the text instead of returning it.
     fn try_swapping_with_projection(
         &self,
         projection: &ProjectionExec,
@@ -973,7 +966,8 @@ impl ExecutionPlan for DatasetScanExec {
         if self.outputs.is_some() || self.fetch.is_some() || !self.runtime_filters.is_empty() {
             return Ok(None);
         }
-        let Some(outputs) = outputs_of(projection, &self.schema()) else {
+        let dataset_schema = &self.dataset.shape.schema;
+        let Some(outputs) = ScanOutputs::of(projection, &self.schema(), dataset_schema) else {
             return Ok(None);
         };
         Ok(Some(Arc::new(DatasetScanExec::try_new_with_outputs(

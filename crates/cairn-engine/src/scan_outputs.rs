@@ -1,7 +1,9 @@
-//! The columns of a dataset scan that took in the projection above it: projected columns,
-//! and the character counts (`string_length`) of projected text columns. A scan then asks
-//! storage for the counts instead of the text, which a late read takes from the pages'
-//! length sections without decompressing the text (cairn-storage's text_lengths.rs).
+//! The columns of a dataset scan that took in the projection above it, when that projection
+//! counts the characters of a text column (`string_length(c)`) and uses `c` no other way:
+//! the scan then asks storage for the counts instead of the text, which a late read takes
+//! from the pages' length sections without decompressing the text (cairn-storage's
+//! text_lengths.rs). The projection's other expressions are evaluated by the scan on the
+//! columns it reads, as the projection would have.
 //!
 //! DataFusion's leaf-expression pushdown puts `string_length(c)` in a projection right
 //! above the scan (`StringLengthFunction::placement`), and its projection pushdown offers
@@ -10,123 +12,174 @@
 use crate::functions::text::STRING_LENGTH;
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{ColumnStatistics, Statistics};
 use datafusion::error::Result;
-use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::projection::ProjectionExec;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// One output column: column `position` of the scan's projected columns, or its character
-/// counts, as `field`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ScanOutput {
-    pub position: usize,
-    pub counted: bool,
-    pub field: FieldRef,
+/// What a scan that took in a projection produces.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanOutputs {
+    /// Per output column: its expression over the columns read (a counted text column
+    /// holding its counts), and its field.
+    columns: Vec<(Arc<dyn PhysicalExpr>, FieldRef)>,
+    /// Positions, among the columns read, of the text columns read as character counts.
+    counted: BTreeSet<usize>,
+    schema: SchemaRef,
 }
 
-/// The outputs that compute `projection` from a scan producing `input` columns, when every
-/// expression of it is a column keeping its name or `string_length` of a text column, at
-/// least one is the latter, and no text column is wanted both ways. `None` otherwise.
-pub(crate) fn outputs_of(projection: &ProjectionExec, input: &Schema) -> Option<Vec<ScanOutput>> {
-    let output_schema = projection.schema();
-    let mut outputs = Vec::with_capacity(projection.expr().len());
-    for (index, projected) in projection.expr().iter().enumerate() {
-        let field = output_schema.fields().get(index)?.clone();
-        let expr = &projected.expr;
-        let output = if let Some(column) = expr.downcast_ref::<Column>() {
-            // A renamed column would hide the dataset field a later lookup names.
-            if column.name() != projected.alias {
+/// The column `string_length` is applied to, when `expr` is that call on a bare text column
+/// of `input`.
+fn counted_argument(expr: &Arc<dyn PhysicalExpr>, input: &Schema) -> Option<usize> {
+    let function = expr.downcast_ref::<ScalarFunctionExpr>()?;
+    let [argument] = function.args() else {
+        return None;
+    };
+    let column = argument.downcast_ref::<Column>()?;
+    let text = input.fields().get(column.index())?.data_type() == &DataType::Utf8;
+    (function.name() == STRING_LENGTH && text).then_some(column.index())
+}
+
+impl ScanOutputs {
+    /// The outputs computing `projection` over a scan reading `input` columns of a dataset
+    /// whose fields are `dataset`; `None` unless some text column is used only through
+    /// `string_length`, or when an output not a plain column takes a dataset field's name
+    /// (later planning looks up dataset fields by the scan's column names).
+    pub(crate) fn of(
+        projection: &ProjectionExec,
+        input: &Schema,
+        dataset: &Schema,
+    ) -> Option<ScanOutputs> {
+        let (mut counted, mut raw) = (BTreeSet::new(), BTreeSet::new());
+        for projected in projection.expr() {
+            projected
+                .expr
+                .apply(|node| {
+                    if let Some(column) = counted_argument(node, input) {
+                        counted.insert(column);
+                        return Ok(TreeNodeRecursion::Jump);
+                    }
+                    if let Some(column) = node.downcast_ref::<Column>() {
+                        raw.insert(column.index());
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })
+                .ok()?;
+        }
+        counted.retain(|column| !raw.contains(column));
+        if counted.is_empty() {
+            return None;
+        }
+        let schema = projection.schema();
+        let mut columns = Vec::with_capacity(projection.expr().len());
+        for (projected, field) in projection.expr().iter().zip(schema.fields()) {
+            let plain = projected
+                .expr
+                .downcast_ref::<Column>()
+                .is_some_and(|column| column.name() == projected.alias);
+            if !plain && dataset.field_with_name(&projected.alias).is_ok() {
                 return None;
             }
-            ScanOutput {
-                position: column.index(),
-                counted: false,
-                field,
-            }
-        } else {
-            let function = expr.downcast_ref::<ScalarFunctionExpr>()?;
-            let [argument] = function.args() else {
-                return None;
-            };
-            let column = argument.downcast_ref::<Column>()?;
-            let text = input.fields().get(column.index())?.data_type() == &DataType::Utf8;
-            if function.name() != STRING_LENGTH || !text || field.data_type() != &DataType::Int64 {
-                return None;
-            }
-            ScanOutput {
-                position: column.index(),
-                counted: true,
-                field,
-            }
-        };
-        outputs.push(output);
-    }
-    let counted = |position| outputs.iter().any(|o| o.counted && o.position == position);
-    let both_ways = outputs.iter().any(|o| !o.counted && counted(o.position));
-    (outputs.iter().any(|o| o.counted) && !both_ways).then_some(outputs)
-}
-
-/// The schema of the outputs.
-pub(crate) fn output_schema(outputs: &[ScanOutput], input: &Schema) -> SchemaRef {
-    let fields: Vec<FieldRef> = outputs.iter().map(|o| o.field.clone()).collect();
-    Arc::new(Schema::new_with_metadata(fields, input.metadata().clone()))
-}
-
-/// `statistics` of the input columns as statistics of the outputs (counts unknown).
-pub(crate) fn output_statistics(outputs: &[ScanOutput], statistics: &Statistics) -> Statistics {
-    let mut shaped = statistics.clone();
-    shaped.column_statistics = outputs
-        .iter()
-        .map(
-            |output| match statistics.column_statistics.get(output.position) {
-                Some(column) if !output.counted => column.clone(),
-                _ => ColumnStatistics::new_unknown(),
-            },
-        )
-        .collect();
-    shaped
-}
-
-/// `batch` (of the scan's projected columns) as a batch of `schema`, the outputs' schema. A
-/// counted column arrives as counts from a full scan, which asks storage for them, and as
-/// text from any other access, counted here.
-pub(crate) fn shape_batch(
-    outputs: &[ScanOutput],
-    schema: &SchemaRef,
-    batch: &RecordBatch,
-) -> Result<RecordBatch> {
-    let columns = outputs
-        .iter()
-        .map(|output| {
-            let column = batch.column(output.position);
-            match column.as_string_opt::<i32>() {
-                Some(text) if output.counted => {
-                    Arc::new(cairn_storage::scan::character_counts(text)) as ArrayRef
-                }
-                _ => column.clone(),
-            }
+            let expr = projected
+                .expr
+                .clone()
+                .transform_down(|node| {
+                    Ok(match counted_argument(&node, input) {
+                        Some(column) if counted.contains(&column) => {
+                            let name = input.field(column).name();
+                            Transformed::yes(Arc::new(Column::new(name, column)) as _)
+                        }
+                        _ => Transformed::no(node),
+                    })
+                })
+                .ok()?
+                .data;
+            columns.push((expr, field.clone()));
+        }
+        Some(ScanOutputs {
+            columns,
+            counted,
+            schema,
         })
-        .collect();
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
-}
+    }
 
-/// The dataset columns whose counts the outputs want, given the scan's projection.
-pub(crate) fn counted_columns(outputs: &[ScanOutput], projection: Option<&[usize]>) -> Vec<usize> {
-    outputs
-        .iter()
-        .filter(|o| o.counted)
-        .map(|o| projection.map_or(o.position, |p| p[o.position]))
-        .collect()
-}
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
 
-/// How EXPLAIN names an output.
-pub(crate) fn describe(output: &ScanOutput, input: &Schema) -> String {
-    let name = output.field.name();
-    match input.fields().get(output.position).map(|f| f.name()) {
-        Some(text) if output.counted => format!("{STRING_LENGTH}({text}) AS {name}"),
-        _ => name.to_string(),
+    /// The dataset columns storage should return as character counts, given the scan's
+    /// projection.
+    pub(crate) fn counted_columns(&self, projection: Option<&[usize]>) -> Vec<usize> {
+        self.counted
+            .iter()
+            .map(|&position| projection.map_or(position, |p| p[position]))
+            .collect()
+    }
+
+    /// `statistics` of the columns read as statistics of the outputs: a plain column's
+    /// carry over, computed ones are unknown.
+    pub(crate) fn statistics(&self, statistics: &Statistics) -> Statistics {
+        let mut shaped = statistics.clone();
+        shaped.column_statistics = self
+            .columns
+            .iter()
+            .map(|(expr, _)| {
+                let plain = expr
+                    .downcast_ref::<Column>()
+                    .filter(|column| !self.counted.contains(&column.index()));
+                plain
+                    .and_then(|column| statistics.column_statistics.get(column.index()))
+                    .cloned()
+                    .unwrap_or_else(ColumnStatistics::new_unknown)
+            })
+            .collect();
+        shaped
+    }
+
+    /// The outputs of `batch`, a batch of the columns read. A counted column arrives as
+    /// counts from a full scan, which asks storage for them, and as text from any other
+    /// access, counted here.
+    pub(crate) fn shape(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let mut read = batch.clone();
+        for &position in &self.counted {
+            if let Some(text) = batch.column(position).as_string_opt::<i32>() {
+                let counts = Arc::new(cairn_storage::scan::character_counts(text)) as ArrayRef;
+                let mut fields = read.schema().fields().to_vec();
+                fields[position] =
+                    Arc::new(cairn_storage::scan::text_length_field(&fields[position]));
+                let mut columns = read.columns().to_vec();
+                columns[position] = counts;
+                read = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+            }
+        }
+        let columns = self
+            .columns
+            .iter()
+            .map(|(expr, _)| expr.evaluate(&read)?.into_array(read.num_rows()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    /// How EXPLAIN lists the outputs, given the schema of the columns read.
+    pub(crate) fn describe(&self, input: &Schema) -> Vec<String> {
+        self.columns
+            .iter()
+            .map(|(expr, field)| {
+                let name = field.name();
+                match expr.downcast_ref::<Column>() {
+                    Some(column) if self.counted.contains(&column.index()) => {
+                        let text = input.field(column.index()).name();
+                        format!("{STRING_LENGTH}({text}) AS {name}")
+                    }
+                    Some(column) if column.name() == name => name.clone(),
+                    _ => format!("{expr} AS {name}"),
+                }
+            })
+            .collect()
     }
 }

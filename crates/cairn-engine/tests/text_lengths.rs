@@ -129,6 +129,19 @@ async fn counts_read_without_the_text_equal_the_texts_counts() {
         flushed_live
     );
 
+    // Another expression beside the count is evaluated by the scan as the projection would.
+    let query = "SELECT id * 2 AS twice, string_length(note) AS n FROM notes WHERE v = 7";
+    let (batches, plan) = run(&db, query).await;
+    let doubled = expected(&model, |_, v| v == 7)
+        .into_iter()
+        .map(|(id, n)| (id * 2, n))
+        .collect();
+    assert_eq!(id_counts(&batches), doubled);
+    assert_eq!(
+        scan_metric(&plan, "text_values_counted_unread"),
+        flushed_live
+    );
+
     // An aggregate of the counts, checked exactly through its sum.
     let (batches, plan) = run(
         &db,
