@@ -382,6 +382,7 @@ impl DatasetScanExec {
         let tx = builder.tx();
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();
+        let text_lengths = self.counted_columns();
         match self.access.clone() {
             Access::Ordered {
                 index, descending, ..
@@ -410,7 +411,13 @@ impl DatasetScanExec {
             | Access::Text(_)
             | Access::Lookup(_)) => builder.spawn_blocking(move || {
                 let timer = read_time.timer();
-                let batches = fetched_rows(&dataset, partition, &access, projection.as_deref())?;
+                let batches = fetched_rows(
+                    &dataset,
+                    partition,
+                    &access,
+                    projection.as_deref(),
+                    &text_lengths,
+                )?;
                 timer.done();
                 for batch in batches {
                     if tx.blocking_send(Ok(batch)).is_err() {
@@ -432,9 +439,6 @@ impl DatasetScanExec {
                     counter("rows_dropped_at_runtime"),
                 );
                 let runtime_filter = runtime_row_filter(&self.runtime_filters, &self.schema());
-                let text_lengths = self.outputs.as_ref().map_or(Vec::new(), |outputs| {
-                    outputs.counted_columns(projection.as_deref())
-                });
                 let counted_unread = counter("text_values_counted_unread");
                 builder.spawn_blocking(move || {
                     let request = ScanRequest {
@@ -480,6 +484,7 @@ impl DatasetScanExec {
         let dataset = self.dataset.clone();
         let access = self.access.clone();
         let projection = self.projection.clone();
+        let text_lengths = self.counted_columns();
         let read = futures::stream::once(async move {
             let _timer = read_time.timer();
             let mut batches = Vec::new();
@@ -489,12 +494,20 @@ impl DatasetScanExec {
                     partition,
                     &access,
                     projection.as_deref(),
+                    &text_lengths,
                 )?);
             }
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         })
         .try_flatten();
         Box::pin(RecordBatchStreamAdapter::new(self.read_schema(), read))
+    }
+
+    /// The dataset columns storage may return as character counts (see [`ScanOutputs`]).
+    fn counted_columns(&self) -> Vec<usize> {
+        self.outputs.as_ref().map_or(Vec::new(), |outputs| {
+            outputs.counted_columns(self.projection.as_deref())
+        })
     }
 
     /// The schema of the batches read: the projected columns, before [`ScanOutputs`] shape
@@ -536,21 +549,25 @@ fn key_batch(dataset: &Dataset, key: &Key, projection: Option<&[usize]>) -> Resu
 
 /// The rows of partition `partition` that a key, index, rtree, text index or lookup access
 /// names (a few rows each, fetched whole before any is passed on).
+/// Index fetches may return the text columns `text_lengths` as character counts (see
+/// [`ScanOutputs`]).
 fn fetched_rows(
     dataset: &Dataset,
     partition: usize,
     access: &Access,
     projection: Option<&[usize]>,
+    text_lengths: &[usize],
 ) -> Result<Vec<RecordBatch>> {
     let fetched = match access {
         Access::Key(key) if dataset.partition_of(key) as usize == partition => {
             return Ok(vec![key_batch(dataset, key, projection)?]);
         }
-        Access::Index(index) => dataset.index_scan_partition(
+        Access::Index(index) => dataset.index_scan_partition_counting(
             partition,
             &index.index,
             std::slice::from_ref(&index.range),
             projection,
+            text_lengths,
         ),
         Access::Spatial(spatial) => {
             let nearest = spatial
@@ -569,9 +586,13 @@ fn fetched_rows(
             dataset.text_scan_partition(partition, &text.index, &text.plan, projection)
         }
         Access::Lookup(lookup) => match &lookup.by {
-            LookupBy::Index(index) => {
-                dataset.index_scan_partition(partition, index, &lookup.point_ranges(), projection)
-            }
+            LookupBy::Index(index) => dataset.index_scan_partition_counting(
+                partition,
+                index,
+                &lookup.point_ranges(),
+                projection,
+                text_lengths,
+            ),
             LookupBy::PrimaryKey => primary_key_lookups(dataset, partition, lookup, projection),
         },
         // A key lives in one partition; full and ordered scans stream their rows rather than

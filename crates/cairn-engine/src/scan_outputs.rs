@@ -142,8 +142,8 @@ impl ScanOutputs {
     }
 
     /// The outputs of `batch`, a batch of the columns read. A counted column arrives as
-    /// counts from a full scan, which asks storage for them, and as text from any other
-    /// access, counted here.
+    /// counts where storage could read them without the text (full scans, index fetches of
+    /// many rows) and as text elsewhere, counted here.
     pub(crate) fn shape(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let mut read = batch.clone();
         for &position in &self.counted {

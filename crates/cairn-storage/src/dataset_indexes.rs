@@ -320,6 +320,22 @@ impl Dataset {
         ranges: &[IndexRange],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
+        self.index_scan_partition_counting(partition, name, ranges, projection, &[])
+    }
+
+    /// [`Dataset::index_scan_partition`], where the projected text columns `text_lengths`
+    /// may come back as character counts from components that store them length-first (see
+    /// [`DiskComponent::fetch_rows_counting`]); from anywhere else they come back as text.
+    ///
+    /// [`DiskComponent::fetch_rows_counting`]: crate::component::DiskComponent::fetch_rows_counting
+    pub fn index_scan_partition_counting(
+        &self,
+        partition: usize,
+        name: &str,
+        ranges: &[IndexRange],
+        projection: Option<&[usize]>,
+        text_lengths: &[usize],
+    ) -> Result<Vec<RecordBatch>> {
         let definition = self
             .index_definition(name)
             .ok_or_else(|| self.unknown_index(name))?;
@@ -383,7 +399,7 @@ impl Dataset {
                         continue;
                     }
                     rows.sort_unstable();
-                    batches.extend(disk.fetch_rows(&rows, projection)?);
+                    batches.extend(disk.fetch_rows_counting(&rows, projection, text_lengths)?);
                 }
                 ComponentRef::Frozen(frozen) => {
                     let rows = frozen.search(&search, |row| !deleted.contains(row));

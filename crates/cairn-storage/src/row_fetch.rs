@@ -8,6 +8,7 @@
 
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
+use crate::scan::text_lengths::{columnless_batch, read_text_lengths, with_counts};
 use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
 use cairn_model::Record;
@@ -166,6 +167,19 @@ impl DiskComponent {
         rows: &[u64],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
+        self.fetch_rows_counting(rows, projection, &[])
+    }
+
+    /// [`DiskComponent::fetch_rows`], where the text columns `text_lengths` (projected) may
+    /// come back as character counts (`Int64`) instead of text: a read of many rows takes
+    /// them from the pages' length sections where every row group it reads stores the column
+    /// so (see scan/text_lengths.rs); anywhere else the column comes back as text.
+    pub fn fetch_rows_counting(
+        &self,
+        rows: &[u64],
+        projection: Option<&[usize]>,
+        text_lengths: &[usize],
+    ) -> Result<Vec<RecordBatch>> {
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]), "rows ascending");
         if rows.is_empty() {
             return Ok(Vec::new());
@@ -180,7 +194,7 @@ impl DiskComponent {
             .filter(|&i| decoded[i].is_none())
             .collect();
         if missing.len() > FETCH_DECODED_BLOCKS_MAX {
-            return self.read_rows(rows, projection);
+            return self.read_rows(rows, projection, text_lengths);
         }
         if !missing.is_empty() {
             let wanted: Vec<Block> = missing.iter().map(|&i| blocks[i]).collect();
@@ -333,11 +347,90 @@ impl DiskComponent {
         Ok(decoded)
     }
 
-    /// `rows` (ascending) read directly: one read that decodes only the pages holding them.
-    fn read_rows(&self, rows: &[u64], projection: Option<&[usize]>) -> Result<Vec<RecordBatch>> {
+    /// `rows` (ascending) read directly: one read that decodes only the pages holding them,
+    /// the `text_lengths` columns counted where they can be (see
+    /// [`DiskComponent::fetch_rows_counting`]).
+    fn read_rows(
+        &self,
+        rows: &[u64],
+        projection: Option<&[usize]>,
+        text_lengths: &[usize],
+    ) -> Result<Vec<RecordBatch>> {
         let (row_groups, selection) = self.selection_of(rows.iter().map(|&row| (row, 1)))?;
         let metadata = self.paged_metadata()?;
-        self.read_projected(&metadata, row_groups, projection, Some(selection))
+        let columns: Vec<usize> = match projection {
+            Some(columns) => columns.to_vec(),
+            None => (0..self.shape.schema.fields().len()).collect(),
+        };
+        let counted = self.counted_rows(&metadata, rows, &columns, text_lengths)?;
+        if counted.is_empty() {
+            return self.read_projected(&metadata, row_groups, projection, Some(selection));
+        }
+        let decoded_columns: Vec<usize> = columns
+            .iter()
+            .copied()
+            .filter(|column| counted.iter().all(|(counted, _)| counted != column))
+            .collect();
+        let decoded = if decoded_columns.is_empty() {
+            vec![columnless_batch(rows.len())?]
+        } else {
+            self.read_projected(
+                &metadata,
+                row_groups,
+                Some(&decoded_columns),
+                Some(selection),
+            )?
+        };
+        with_counts(decoded, &columns, &counted, &self.shape.schema)
+    }
+
+    /// The character counts, at `rows` (ascending), of each `text_lengths` column among
+    /// `columns` that every row group holding them stores so that the counts are read
+    /// without the text.
+    fn counted_rows(
+        &self,
+        paged: &parquet::arrow::arrow_reader::ArrowReaderMetadata,
+        rows: &[u64],
+        columns: &[usize],
+        text_lengths: &[usize],
+    ) -> Result<Vec<(usize, ArrayRef)>> {
+        let wanted: Vec<usize> = text_lengths
+            .iter()
+            .copied()
+            .filter(|column| columns.contains(column))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The rows as offsets within each row group holding some.
+        let spans = self.row_group_spans();
+        let mut walk = RowGroupWalk {
+            spans: &spans,
+            group: 0,
+        };
+        let mut groups: Vec<(usize, Vec<u64>)> = Vec::new();
+        for &row in rows {
+            let (group, first, _) = walk.holding(row).ok_or_else(|| self.beyond_rows(row))?;
+            match groups.last_mut() {
+                Some((last, offsets)) if *last == group => offsets.push(row - first),
+                _ => groups.push((group, vec![row - first])),
+            }
+        }
+        let mut counted = Vec::new();
+        'columns: for column in wanted {
+            let mut parts = Vec::with_capacity(groups.len());
+            for (group, offsets) in &groups {
+                match read_text_lengths(self, paged, *group, column, offsets)? {
+                    Some(counts) => parts.push(counts),
+                    None => continue 'columns,
+                }
+            }
+            let parts: Vec<&dyn arrow::array::Array> = parts.iter().map(|p| p.as_ref()).collect();
+            let counts =
+                arrow::compute::concat(&parts).map_err(|e| parquet_error(&self.path, e))?;
+            counted.push((column, counts));
+        }
+        Ok(counted)
     }
 
     /// The row groups holding `runs` (ascending, disjoint `(first row, rows)` runs, each
@@ -390,6 +483,7 @@ mod tests {
     use super::*;
     use crate::component::{ReadCaches, write_component};
     use crate::shape::DatasetShape;
+    use arrow::array::AsArray;
     use arrow::compute::concat_batches;
     use cairn_model::json::record_from_json_text;
     use cairn_model::{DataType, DatasetType, Field, Record, RecordType};
@@ -443,6 +537,78 @@ mod tests {
         DiskComponent::open(1, path, shape, caches).unwrap()
     }
 
+    /// Notes 0..20,000 (distinct ASCII text, no nulls) in row groups of ROW_GROUP_ROWS;
+    /// note 12,345, in the third row group, has an accent.
+    fn notes(dir: &std::path::Path) -> DiskComponent {
+        let record_type = RecordType::new(
+            vec![
+                Field::new("id", DataType::Int64),
+                Field::new("note", DataType::String),
+            ],
+            true,
+        )
+        .unwrap();
+        let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+        let shape = Arc::new(DatasetShape::new(8, "notes", dataset_type, 1));
+        let records: Vec<Record> = (0..20_000i64)
+            .map(|id| {
+                let text = format!(r#"{{"id": {id}, "note": "{}"}}"#, note_of(id));
+                record_from_json_text(&record_type, &text).unwrap()
+            })
+            .collect();
+        let path = dir.join("notes.parquet");
+        let refs: Vec<&Record> = records.iter().collect();
+        write_component(&path, &shape, &refs, ROW_GROUP_ROWS).unwrap();
+        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
+        DiskComponent::open(1, path, shape, caches).unwrap()
+    }
+
+    fn note_of(id: i64) -> String {
+        let accent = if id == 12_345 { "ö" } else { "" };
+        format!("note {id}{accent} {}", "y".repeat((id % 50) as usize))
+    }
+
+    #[test]
+    fn a_wide_fetch_counts_ascii_text_from_its_lengths() {
+        let dir = tempfile::tempdir().unwrap();
+        let component = notes(dir.path());
+        let fetch = |rows: &[u64]| {
+            let batches = component
+                .fetch_rows_counting(rows, Some(&[1, 0]), &[1])
+                .unwrap();
+            one_batch(&component, &batches)
+        };
+        // Spread over the first two row groups (all ASCII): counts, from the lengths.
+        let rows: Vec<u64> = (0..10_000).step_by(37).collect();
+        let fetched = fetch(&rows);
+        let counts = fetched
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let ids = fetched
+            .column(1)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(counts.len(), rows.len());
+        for (index, &row) in rows.iter().enumerate() {
+            assert_eq!(ids.value(index), row as i64);
+            assert_eq!(
+                counts.value(index),
+                note_of(row as i64).chars().count() as i64
+            );
+        }
+        // Reaching into the third row group, whose text is not all ASCII: text, for the
+        // caller to count. So is a fetch of a few rows, through the cache of blocks.
+        for rows in [
+            (5_000..15_000).step_by(41).collect::<Vec<u64>>(),
+            vec![3, 4_000],
+        ] {
+            let fetched = fetch(&rows);
+            let notes = fetched.column(0).as_string::<i32>();
+            for (index, &row) in rows.iter().enumerate() {
+                assert_eq!(notes.value(index), note_of(row as i64));
+            }
+        }
+    }
+
     fn one_batch(component: &DiskComponent, batches: &[RecordBatch]) -> RecordBatch {
         let schema = batches
             .first()
@@ -477,7 +643,7 @@ mod tests {
             rows.dedup();
             let projection = projections[round % projections.len()].as_deref();
             let fetched = component.fetch_rows(&rows, projection).unwrap();
-            let direct = component.read_rows(&rows, projection).unwrap();
+            let direct = component.read_rows(&rows, projection, &[]).unwrap();
             let fetched = one_batch(&component, &fetched);
             assert_eq!(fetched.num_rows(), rows.len());
             assert_eq!(fetched, one_batch(&component, &direct), "rows {rows:?}");
@@ -539,7 +705,7 @@ mod tests {
     /// `component`'s every row, read from its file, as one batch: the rows it was written from.
     fn written_rows(component: &DiskComponent) -> RecordBatch {
         let all: Vec<u64> = (0..component.rows).collect();
-        one_batch(component, &component.read_rows(&all, None).unwrap())
+        one_batch(component, &component.read_rows(&all, None, &[]).unwrap())
     }
 
     /// `writer`'s file opened again over `caches`, with `written` (all its rows) cached as a
@@ -577,7 +743,10 @@ mod tests {
             read_before,
             "served from the cache"
         );
-        let direct = one_batch(&component, &component.read_rows(&spread, None).unwrap());
+        let direct = one_batch(
+            &component,
+            &component.read_rows(&spread, None, &[]).unwrap(),
+        );
         assert_eq!(fetched, direct);
     }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 mod row_group_read;
 mod stored_comparisons;
-mod text_lengths;
+pub(crate) mod text_lengths;
 
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;

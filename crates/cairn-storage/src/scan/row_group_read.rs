@@ -4,13 +4,12 @@
 //! the predicate cache.
 
 use super::stored_comparisons::StoredComparisons;
-use super::text_lengths::read_text_lengths;
-use super::{PartitionScan, RowFilter, row_selection, take_offsets, text_length_field};
+use super::text_lengths::{columnless_batch, read_text_lengths, with_counts};
+use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use crate::predicate_cache::SKIP_UNIT_ROWS;
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::Schema;
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use roaring::RoaringTreemap;
 use std::collections::VecDeque;
@@ -369,56 +368,6 @@ fn join_columns(
     let schema =
         arrow::datatypes::Schema::new_with_metadata(fields, passed.schema().metadata().clone());
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
-}
-
-/// A batch of `rows` rows and no columns.
-fn columnless_batch(rows: usize) -> Result<RecordBatch> {
-    let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    Ok(RecordBatch::try_new_with_options(
-        Arc::new(Schema::empty()),
-        Vec::new(),
-        &options,
-    )?)
-}
-
-/// `decoded` (batches of the `columns` not in `counted`, in order) with the character counts
-/// of the `counted` columns (one array for all their rows, in order) put in their places, so
-/// that each batch holds `columns` in order (of the dataset schema `schema`).
-fn with_counts(
-    decoded: Vec<RecordBatch>,
-    columns: &[usize],
-    counted: &[(usize, ArrayRef)],
-    schema: &Schema,
-) -> Result<Vec<RecordBatch>> {
-    let mut first = 0;
-    decoded
-        .into_iter()
-        .map(|batch| {
-            let rows = batch.num_rows();
-            let (mut fields, mut arrays) = (Vec::new(), Vec::new());
-            let mut next_decoded = 0;
-            for &column in columns {
-                match counted.iter().find(|(counted, _)| *counted == column) {
-                    Some((_, counts)) => {
-                        fields.push(Arc::new(text_length_field(schema.field(column))));
-                        arrays.push(counts.slice(first, rows));
-                    }
-                    None => {
-                        fields.push(batch.schema().fields()[next_decoded].clone());
-                        arrays.push(batch.column(next_decoded).clone());
-                        next_decoded += 1;
-                    }
-                }
-            }
-            first += rows;
-            let options = RecordBatchOptions::new().with_row_count(Some(rows));
-            Ok(RecordBatch::try_new_with_options(
-                Arc::new(Schema::new(fields)),
-                arrays,
-                &options,
-            )?)
-        })
-        .collect()
 }
 
 /// A runtime filter is tested on the rows passing a row group's filter when they are at most

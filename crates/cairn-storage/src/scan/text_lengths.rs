@@ -10,7 +10,8 @@
 
 use crate::component::{DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
-use arrow::array::{Array, ArrayRef, Int64Array, StringArray};
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, StringArray};
+use arrow::datatypes::Schema;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::basic::{Compression, Encoding, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
@@ -36,7 +37,7 @@ pub fn character_counts(strings: &StringArray) -> Int64Array {
 /// of `row_group`, read from the length sections of just the pages holding them; `None` when
 /// the chunk there is not stored in a form this reads (the caller then decodes the text).
 /// `paged` is the component's footer with its page locations.
-pub(super) fn read_text_lengths(
+pub(crate) fn read_text_lengths(
     component: &DiskComponent,
     paged: &ArrowReaderMetadata,
     row_group: usize,
@@ -119,6 +120,56 @@ pub(super) fn read_text_lengths(
         )));
     }
     Ok(Some(Arc::new(Int64Array::from(counts))))
+}
+
+/// A batch of `rows` rows and no columns.
+pub(crate) fn columnless_batch(rows: usize) -> Result<RecordBatch> {
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        Vec::new(),
+        &options,
+    )?)
+}
+
+/// `decoded` (batches of the `columns` not in `counted`, in order) with the character counts
+/// of the `counted` columns (one array for all their rows, in order) put in their places, so
+/// that each batch holds `columns` in order (of the dataset schema `schema`).
+pub(crate) fn with_counts(
+    decoded: Vec<RecordBatch>,
+    columns: &[usize],
+    counted: &[(usize, ArrayRef)],
+    schema: &Schema,
+) -> Result<Vec<RecordBatch>> {
+    let mut first = 0;
+    decoded
+        .into_iter()
+        .map(|batch| {
+            let rows = batch.num_rows();
+            let (mut fields, mut arrays) = (Vec::new(), Vec::new());
+            let mut next_decoded = 0;
+            for &column in columns {
+                match counted.iter().find(|(counted, _)| *counted == column) {
+                    Some((_, counts)) => {
+                        fields.push(Arc::new(super::text_length_field(schema.field(column))));
+                        arrays.push(counts.slice(first, rows));
+                    }
+                    None => {
+                        fields.push(batch.schema().fields()[next_decoded].clone());
+                        arrays.push(batch.column(next_decoded).clone());
+                        next_decoded += 1;
+                    }
+                }
+            }
+            first += rows;
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            Ok(RecordBatch::try_new_with_options(
+                Arc::new(Schema::new(fields)),
+                arrays,
+                &options,
+            )?)
+        })
+        .collect()
 }
 
 /// A column chunk whose byte lengths are its character counts and can be read alone.
