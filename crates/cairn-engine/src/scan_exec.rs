@@ -14,7 +14,7 @@ use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
 use cairn_storage::spatial_index::BoundingBox;
-use cairn_storage::{ColumnSummary, IndexKind, PartitionSummary, ScanRequest};
+use cairn_storage::{ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanRequest};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -382,7 +382,7 @@ impl DatasetScanExec {
         let tx = builder.tx();
         let dataset = self.dataset.clone();
         let projection = self.projection.clone();
-        let text_lengths = self.counted_columns();
+        let narrowing = self.narrowing();
         match self.access.clone() {
             Access::Ordered {
                 index, descending, ..
@@ -416,7 +416,7 @@ impl DatasetScanExec {
                     partition,
                     &access,
                     projection.as_deref(),
-                    &text_lengths,
+                    &narrowing,
                 )?;
                 timer.done();
                 for batch in batches {
@@ -444,7 +444,7 @@ impl DatasetScanExec {
                     let request = ScanRequest {
                         projection,
                         runtime_filter,
-                        text_lengths,
+                        narrowing,
                         ..request
                     };
                     let timer = read_time.timer();
@@ -484,7 +484,7 @@ impl DatasetScanExec {
         let dataset = self.dataset.clone();
         let access = self.access.clone();
         let projection = self.projection.clone();
-        let text_lengths = self.counted_columns();
+        let narrowing = self.narrowing();
         let read = futures::stream::once(async move {
             let _timer = read_time.timer();
             let mut batches = Vec::new();
@@ -494,7 +494,7 @@ impl DatasetScanExec {
                     partition,
                     &access,
                     projection.as_deref(),
-                    &text_lengths,
+                    &narrowing,
                 )?);
             }
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
@@ -503,11 +503,20 @@ impl DatasetScanExec {
         Box::pin(RecordBatchStreamAdapter::new(self.read_schema(), read))
     }
 
-    /// The dataset columns storage may return as character counts (see [`ScanOutputs`]).
-    fn counted_columns(&self) -> Vec<usize> {
-        self.outputs.as_ref().map_or(Vec::new(), |outputs| {
-            outputs.counted_columns(self.projection.as_deref())
-        })
+    /// Whether a hash join's runtime filter would be taken by this scan: only a full scan
+    /// planned to decode its other columns page by page for few passing rows (a row share
+    /// under 1) gains by dropping some of them (see `test_runtime_filter` in cairn-storage).
+    fn may_take_runtime_filters(&self) -> bool {
+        matches!(self.access, Access::Full { row_share, .. } if row_share < 1.0)
+    }
+
+    /// What storage may leave out of the columns read (see [`ScanOutputs`]).
+    fn narrowing(&self) -> Narrowing {
+        self.outputs
+            .as_ref()
+            .map_or(Narrowing::default(), |outputs| {
+                outputs.narrowing(self.projection.as_deref())
+            })
     }
 
     /// The schema of the batches read: the projected columns, before [`ScanOutputs`] shape
@@ -549,25 +558,24 @@ fn key_batch(dataset: &Dataset, key: &Key, projection: Option<&[usize]>) -> Resu
 
 /// The rows of partition `partition` that a key, index, rtree, text index or lookup access
 /// names (a few rows each, fetched whole before any is passed on).
-/// Index fetches may return the text columns `text_lengths` as character counts (see
-/// [`ScanOutputs`]).
+/// Index fetches may return columns narrowed by `narrowing` (see [`ScanOutputs`]).
 fn fetched_rows(
     dataset: &Dataset,
     partition: usize,
     access: &Access,
     projection: Option<&[usize]>,
-    text_lengths: &[usize],
+    narrowing: &Narrowing,
 ) -> Result<Vec<RecordBatch>> {
     let fetched = match access {
         Access::Key(key) if dataset.partition_of(key) as usize == partition => {
             return Ok(vec![key_batch(dataset, key, projection)?]);
         }
-        Access::Index(index) => dataset.index_scan_partition_counting(
+        Access::Index(index) => dataset.index_scan_partition_narrowed(
             partition,
             &index.index,
             std::slice::from_ref(&index.range),
             projection,
-            text_lengths,
+            narrowing,
         ),
         Access::Spatial(spatial) => {
             let nearest = spatial
@@ -586,12 +594,12 @@ fn fetched_rows(
             dataset.text_scan_partition(partition, &text.index, &text.plan, projection)
         }
         Access::Lookup(lookup) => match &lookup.by {
-            LookupBy::Index(index) => dataset.index_scan_partition_counting(
+            LookupBy::Index(index) => dataset.index_scan_partition_narrowed(
                 partition,
                 index,
                 &lookup.point_ranges(),
                 projection,
-                text_lengths,
+                narrowing,
             ),
             LookupBy::PrimaryKey => primary_key_lookups(dataset, partition, lookup, projection),
         },
@@ -862,12 +870,10 @@ impl ExecutionPlan for DatasetScanExec {
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let filters = child_pushdown_result.parent_filters;
         let unsupported = vec![PushedDown::No; filters.len()];
-        let taken: Vec<Arc<dyn PhysicalExpr>> = match self.access {
-            // Only a scan planned to decode its other columns page by page for few passing
-            // rows (a row share under 1) gains by dropping some of them (see
-            // `test_runtime_filter` in cairn-storage). Storage tests a filter on the columns
-            // it reads, which a scan producing other columns (outputs) does not name.
-            Access::Full { row_share, .. } if row_share < 1.0 && self.outputs.is_none() => filters
+        let taken: Vec<Arc<dyn PhysicalExpr>> = match self.may_take_runtime_filters() {
+            // Storage tests a filter on the columns it reads, which a scan producing other
+            // columns (outputs) does not name.
+            true if self.outputs.is_none() => filters
                 .into_iter()
                 .map(|pushed| pushed.filter)
                 .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
@@ -988,7 +994,12 @@ impl ExecutionPlan for DatasetScanExec {
             return Ok(None);
         }
         let dataset_schema = &self.dataset.shape.schema;
-        let Some(outputs) = ScanOutputs::of(projection, &self.schema(), dataset_schema) else {
+        // A scan that may take a hash join's runtime filter later keeps its columns as they
+        // are (a scan with outputs takes none) unless it gains more than field pruning.
+        let fields_alone = !self.may_take_runtime_filters();
+        let Some(outputs) =
+            ScanOutputs::of(projection, &self.schema(), dataset_schema, fields_alone)
+        else {
             return Ok(None);
         };
         Ok(Some(Arc::new(DatasetScanExec::try_new_with_outputs(

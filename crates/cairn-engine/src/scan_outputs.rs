@@ -1,9 +1,10 @@
 //! The columns of a dataset scan that took in the projection above it, when that projection
-//! counts the characters of a text column (`string_length(c)`) and uses `c` no other way:
-//! the scan then asks storage for the counts instead of the text, which a late read takes
-//! from the pages' length sections without decompressing the text (cairn-storage's
-//! text_lengths.rs). The projection's other expressions are evaluated by the scan on the
-//! columns it reads, as the projection would have.
+//! needs less than some column's values: the characters counted of a text column
+//! (`string_length(c)`) or some fields of a struct column (`c['f']`), `c` used no other way.
+//! The scan then asks storage for just that (`cairn_storage::Narrowing`): counts read from
+//! the text pages' length sections without decompressing the text (cairn-storage's
+//! text_lengths.rs), the leaves of those fields alone. The projection's expressions are
+//! evaluated by the scan on the columns it reads, as the projection would have.
 //!
 //! DataFusion's leaf-expression pushdown puts `string_length(c)` in a projection right
 //! above the scan (`StringLengthFunction::placement`), and its projection pushdown offers
@@ -12,14 +13,15 @@
 use crate::functions::text::STRING_LENGTH;
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use cairn_storage::Narrowing;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{ColumnStatistics, Statistics};
+use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::projection::ProjectionExec;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// What a scan that took in a projection produces.
@@ -30,7 +32,31 @@ pub(crate) struct ScanOutputs {
     columns: Vec<(Arc<dyn PhysicalExpr>, FieldRef)>,
     /// Positions, among the columns read, of the text columns read as character counts.
     counted: BTreeSet<usize>,
+    /// Positions, among the columns read, of struct columns of which only these fields are
+    /// read.
+    fields: BTreeMap<usize, BTreeSet<String>>,
     schema: SchemaRef,
+}
+
+/// The struct column and field `expr` reads, when it is `get_field` of a bare struct column
+/// of `input` with a constant field name.
+fn field_access(expr: &Arc<dyn PhysicalExpr>, input: &Schema) -> Option<(usize, String)> {
+    let function = expr.downcast_ref::<ScalarFunctionExpr>()?;
+    let [base, name] = function.args() else {
+        return None;
+    };
+    let column = base.downcast_ref::<Column>()?;
+    let is_struct = matches!(
+        input.fields().get(column.index())?.data_type(),
+        DataType::Struct(_)
+    );
+    let name = match name.downcast_ref::<Literal>()?.value() {
+        ScalarValue::Utf8(Some(name))
+        | ScalarValue::Utf8View(Some(name))
+        | ScalarValue::LargeUtf8(Some(name)) => name.clone(),
+        _ => return None,
+    };
+    (function.name() == "get_field" && is_struct).then_some((column.index(), name))
 }
 
 /// The column `string_length` is applied to, when `expr` is that call on a bare text column
@@ -48,20 +74,27 @@ fn counted_argument(expr: &Arc<dyn PhysicalExpr>, input: &Schema) -> Option<usiz
 impl ScanOutputs {
     /// The outputs computing `projection` over a scan reading `input` columns of a dataset
     /// whose fields are `dataset`; `None` unless some text column is used only through
-    /// `string_length`, or when an output not a plain column takes a dataset field's name
-    /// (later planning looks up dataset fields by the scan's column names).
+    /// `string_length` or (when `fields_alone`) some struct column only through field
+    /// accesses, or when an output not a plain column takes a dataset field's name (later
+    /// planning looks up dataset fields by the scan's column names).
     pub(crate) fn of(
         projection: &ProjectionExec,
         input: &Schema,
         dataset: &Schema,
+        fields_alone: bool,
     ) -> Option<ScanOutputs> {
         let (mut counted, mut raw) = (BTreeSet::new(), BTreeSet::new());
+        let mut fields: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
         for projected in projection.expr() {
             projected
                 .expr
                 .apply(|node| {
                     if let Some(column) = counted_argument(node, input) {
                         counted.insert(column);
+                        return Ok(TreeNodeRecursion::Jump);
+                    }
+                    if let Some((column, name)) = field_access(node, input) {
+                        fields.entry(column).or_default().insert(name);
                         return Ok(TreeNodeRecursion::Jump);
                     }
                     if let Some(column) = node.downcast_ref::<Column>() {
@@ -72,7 +105,8 @@ impl ScanOutputs {
                 .ok()?;
         }
         counted.retain(|column| !raw.contains(column));
-        if counted.is_empty() {
+        fields.retain(|column, _| !raw.contains(column));
+        if counted.is_empty() && (fields.is_empty() || !fields_alone) {
             return None;
         }
         let schema = projection.schema();
@@ -104,6 +138,7 @@ impl ScanOutputs {
         Some(ScanOutputs {
             columns,
             counted,
+            fields,
             schema,
         })
     }
@@ -112,13 +147,18 @@ impl ScanOutputs {
         self.schema.clone()
     }
 
-    /// The dataset columns storage should return as character counts, given the scan's
-    /// projection.
-    pub(crate) fn counted_columns(&self, projection: Option<&[usize]>) -> Vec<usize> {
-        self.counted
-            .iter()
-            .map(|&position| projection.map_or(position, |p| p[position]))
-            .collect()
+    /// What storage may leave out of the columns read, given the scan's projection (of
+    /// dataset columns).
+    pub(crate) fn narrowing(&self, projection: Option<&[usize]>) -> Narrowing {
+        let dataset_column = |position: usize| projection.map_or(position, |p| p[position]);
+        Narrowing {
+            text_lengths: self.counted.iter().map(|&p| dataset_column(p)).collect(),
+            struct_fields: self
+                .fields
+                .iter()
+                .map(|(&p, names)| (dataset_column(p), names.iter().cloned().collect()))
+                .collect(),
+        }
     }
 
     /// `statistics` of the columns read as statistics of the outputs: a plain column's

@@ -620,6 +620,25 @@ impl DiskComponent {
         self.read_projected(metadata, vec![row_group], projection, selection)
     }
 
+    /// [`DiskComponent::scan_row_group_with`] decoding only `struct_fields` of those struct
+    /// columns (see [`DiskComponent::read_narrowed`]).
+    pub(crate) fn scan_row_group_narrowed(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        row_group: usize,
+        projection: Option<&[usize]>,
+        selection: Option<RowSelection>,
+        struct_fields: &[(usize, Vec<String>)],
+    ) -> Result<Vec<RecordBatch>> {
+        self.read_narrowed(
+            metadata,
+            vec![row_group],
+            projection,
+            selection,
+            struct_fields,
+        )
+    }
+
     /// Reads `selection` of `row_groups` (all their rows without one) with columns
     /// `projection` of the dataset schema, in the projection's order.
     pub(crate) fn read_projected(
@@ -629,10 +648,41 @@ impl DiskComponent {
         projection: Option<&[usize]>,
         selection: Option<RowSelection>,
     ) -> Result<Vec<RecordBatch>> {
+        self.read_narrowed(metadata, row_groups, projection, selection, &[])
+    }
+
+    /// [`DiskComponent::read_projected`], decoding of each struct column in `struct_fields`
+    /// (dataset position, child names) only the leaves under those children: the column then
+    /// comes back as a struct of just those fields.
+    pub(crate) fn read_narrowed(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        row_groups: Vec<usize>,
+        projection: Option<&[usize]>,
+        selection: Option<RowSelection>,
+        struct_fields: &[(usize, Vec<String>)],
+    ) -> Result<Vec<RecordBatch>> {
+        let schema = metadata.parquet_schema();
         let mask = match projection {
-            Some(columns) => {
-                ProjectionMask::roots(metadata.parquet_schema(), columns.iter().copied())
+            Some(columns) if !struct_fields.is_empty() => {
+                let leaves = (0..schema.num_columns()).filter(|&leaf| {
+                    let root = schema.get_column_root_idx(leaf);
+                    if !columns.contains(&root) {
+                        return false;
+                    }
+                    match struct_fields.iter().find(|(column, _)| *column == root) {
+                        Some((_, children)) => schema
+                            .column(leaf)
+                            .path()
+                            .parts()
+                            .get(1)
+                            .is_some_and(|child| children.contains(child)),
+                        None => true,
+                    }
+                });
+                ProjectionMask::leaves(schema, leaves)
             }
+            Some(columns) => ProjectionMask::roots(schema, columns.iter().copied()),
             None => ProjectionMask::all(),
         };
         let batches = self.read_batches(metadata, row_groups, mask, Some(8192), selection)?;

@@ -320,21 +320,21 @@ impl Dataset {
         ranges: &[IndexRange],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
-        self.index_scan_partition_counting(partition, name, ranges, projection, &[])
+        self.index_scan_partition_narrowed(partition, name, ranges, projection, &Default::default())
     }
 
-    /// [`Dataset::index_scan_partition`], where the projected text columns `text_lengths`
-    /// may come back as character counts from components that store them length-first (see
-    /// [`DiskComponent::fetch_rows_counting`]); from anywhere else they come back as text.
+    /// [`Dataset::index_scan_partition`] for a caller needing only `narrowing` of some
+    /// projected columns: a component's rows may come back narrowed (see
+    /// [`DiskComponent::fetch_rows_narrowed`]); rows from memory come back whole.
     ///
-    /// [`DiskComponent::fetch_rows_counting`]: crate::component::DiskComponent::fetch_rows_counting
-    pub fn index_scan_partition_counting(
+    /// [`DiskComponent::fetch_rows_narrowed`]: crate::component::DiskComponent::fetch_rows_narrowed
+    pub fn index_scan_partition_narrowed(
         &self,
         partition: usize,
         name: &str,
         ranges: &[IndexRange],
         projection: Option<&[usize]>,
-        text_lengths: &[usize],
+        narrowing: &crate::scan::Narrowing,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self
             .index_definition(name)
@@ -399,7 +399,7 @@ impl Dataset {
                         continue;
                     }
                     rows.sort_unstable();
-                    batches.extend(disk.fetch_rows_counting(&rows, projection, text_lengths)?);
+                    batches.extend(disk.fetch_rows_narrowed(&rows, projection, narrowing)?);
                 }
                 ComponentRef::Frozen(frozen) => {
                     let rows = frozen.search(&search, |row| !deleted.contains(row));

@@ -64,8 +64,8 @@ pub use dataset::{BatchVisibility, WriteOp, WriteReceipt};
 pub use error::{Result, StorageError};
 pub use options::{Durability, StorageOptions};
 pub use scan::{
-    ColumnComparison, ColumnRange, ComparisonOp, PartitionScan, RowFilter, ScanFilter, ScanRequest,
-    collect_parallel,
+    ColumnComparison, ColumnRange, ComparisonOp, Narrowing, PartitionScan, RowFilter, ScanFilter,
+    ScanRequest, collect_parallel,
 };
 pub use secondary_index::{IndexDefinition, IndexKind, IndexRange};
 pub use statistics::{ColumnSummaries, ColumnSummary, PartitionSummary};

@@ -8,6 +8,7 @@
 
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
+use crate::scan::Narrowing;
 use crate::scan::text_lengths::{columnless_batch, read_text_lengths, with_counts};
 use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
@@ -167,18 +168,19 @@ impl DiskComponent {
         rows: &[u64],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
-        self.fetch_rows_counting(rows, projection, &[])
+        self.fetch_rows_narrowed(rows, projection, &Narrowing::default())
     }
 
-    /// [`DiskComponent::fetch_rows`], where the text columns `text_lengths` (projected) may
-    /// come back as character counts (`Int64`) instead of text: a read of many rows takes
-    /// them from the pages' length sections where every row group it reads stores the column
-    /// so (see scan/text_lengths.rs); anywhere else the column comes back as text.
-    pub fn fetch_rows_counting(
+    /// [`DiskComponent::fetch_rows`] for a caller needing only `narrowing` of some projected
+    /// columns. A read of many rows returns its text columns as character counts (`Int64`)
+    /// where every row group it reads stores the column so that they are read from the pages'
+    /// length sections (see scan/text_lengths.rs), and its struct columns with just the
+    /// fields named; a fetch through the cache of blocks returns the columns whole.
+    pub fn fetch_rows_narrowed(
         &self,
         rows: &[u64],
         projection: Option<&[usize]>,
-        text_lengths: &[usize],
+        narrowing: &Narrowing,
     ) -> Result<Vec<RecordBatch>> {
         debug_assert!(rows.windows(2).all(|w| w[0] < w[1]), "rows ascending");
         if rows.is_empty() {
@@ -194,7 +196,7 @@ impl DiskComponent {
             .filter(|&i| decoded[i].is_none())
             .collect();
         if missing.len() > FETCH_DECODED_BLOCKS_MAX {
-            return self.read_rows(rows, projection, text_lengths);
+            return self.read_rows(rows, projection, narrowing);
         }
         if !missing.is_empty() {
             let wanted: Vec<Block> = missing.iter().map(|&i| blocks[i]).collect();
@@ -348,13 +350,12 @@ impl DiskComponent {
     }
 
     /// `rows` (ascending) read directly: one read that decodes only the pages holding them,
-    /// the `text_lengths` columns counted where they can be (see
-    /// [`DiskComponent::fetch_rows_counting`]).
+    /// narrowed as [`DiskComponent::fetch_rows_narrowed`] says.
     fn read_rows(
         &self,
         rows: &[u64],
         projection: Option<&[usize]>,
-        text_lengths: &[usize],
+        narrowing: &Narrowing,
     ) -> Result<Vec<RecordBatch>> {
         let (row_groups, selection) = self.selection_of(rows.iter().map(|&row| (row, 1)))?;
         let metadata = self.paged_metadata()?;
@@ -362,9 +363,11 @@ impl DiskComponent {
             Some(columns) => columns.to_vec(),
             None => (0..self.shape.schema.fields().len()).collect(),
         };
-        let counted = self.counted_rows(&metadata, rows, &columns, text_lengths)?;
+        let counted = self.counted_rows(&metadata, rows, &columns, &narrowing.text_lengths)?;
+        let fields = &narrowing.struct_fields;
         if counted.is_empty() {
-            return self.read_projected(&metadata, row_groups, projection, Some(selection));
+            let selection = Some(selection);
+            return self.read_narrowed(&metadata, row_groups, projection, selection, fields);
         }
         let decoded_columns: Vec<usize> = columns
             .iter()
@@ -374,12 +377,8 @@ impl DiskComponent {
         let decoded = if decoded_columns.is_empty() {
             vec![columnless_batch(rows.len())?]
         } else {
-            self.read_projected(
-                &metadata,
-                row_groups,
-                Some(&decoded_columns),
-                Some(selection),
-            )?
+            let (columns, selection) = (Some(decoded_columns.as_slice()), Some(selection));
+            self.read_narrowed(&metadata, row_groups, columns, selection, fields)?
         };
         with_counts(decoded, &columns, &counted, &self.shape.schema)
     }
@@ -572,9 +571,13 @@ mod tests {
     fn a_wide_fetch_counts_ascii_text_from_its_lengths() {
         let dir = tempfile::tempdir().unwrap();
         let component = notes(dir.path());
+        let narrowing = Narrowing {
+            text_lengths: vec![1],
+            ..Default::default()
+        };
         let fetch = |rows: &[u64]| {
             let batches = component
-                .fetch_rows_counting(rows, Some(&[1, 0]), &[1])
+                .fetch_rows_narrowed(rows, Some(&[1, 0]), &narrowing)
                 .unwrap();
             one_batch(&component, &batches)
         };
@@ -643,7 +646,9 @@ mod tests {
             rows.dedup();
             let projection = projections[round % projections.len()].as_deref();
             let fetched = component.fetch_rows(&rows, projection).unwrap();
-            let direct = component.read_rows(&rows, projection, &[]).unwrap();
+            let direct = component
+                .read_rows(&rows, projection, &Narrowing::default())
+                .unwrap();
             let fetched = one_batch(&component, &fetched);
             assert_eq!(fetched.num_rows(), rows.len());
             assert_eq!(fetched, one_batch(&component, &direct), "rows {rows:?}");
@@ -705,7 +710,12 @@ mod tests {
     /// `component`'s every row, read from its file, as one batch: the rows it was written from.
     fn written_rows(component: &DiskComponent) -> RecordBatch {
         let all: Vec<u64> = (0..component.rows).collect();
-        one_batch(component, &component.read_rows(&all, None, &[]).unwrap())
+        one_batch(
+            component,
+            &component
+                .read_rows(&all, None, &Narrowing::default())
+                .unwrap(),
+        )
     }
 
     /// `writer`'s file opened again over `caches`, with `written` (all its rows) cached as a
@@ -745,7 +755,9 @@ mod tests {
         );
         let direct = one_batch(
             &component,
-            &component.read_rows(&spread, None, &[]).unwrap(),
+            &component
+                .read_rows(&spread, None, &Narrowing::default())
+                .unwrap(),
         );
         assert_eq!(fetched, direct);
     }

@@ -32,7 +32,7 @@ pub use row_group_read::late_decoded_share;
 pub use text_lengths::character_counts;
 
 /// The field a text column's character counts take in a scan's batches (see
-/// [`ScanRequest::text_lengths`]): same name, `Int64`, nullable.
+/// [`Narrowing::text_lengths`]): same name, `Int64`, nullable.
 pub fn text_length_field(text: &arrow::datatypes::Field) -> arrow::datatypes::Field {
     arrow::datatypes::Field::new(text.name(), arrow::datatypes::DataType::Int64, true)
 }
@@ -116,11 +116,29 @@ pub struct ScanRequest {
     /// still return rows failing it wherever it reads every column together, and it never
     /// reaches the predicate cache, since it belongs to one query.
     pub runtime_filter: Option<Arc<dyn RowFilter>>,
-    /// Text columns (dataset positions, each also projected) returned as the character
-    /// count of each value (`Int64`, null for null) instead of the text: the filter still
-    /// sees the text, and a late read of a column stored length-first reads only the lengths
-    /// (see text_lengths.rs).
+    /// What the caller needs of some projected columns, when less than their values.
+    pub narrowing: Narrowing,
+}
+
+/// What a read may leave out of its projected columns for a query that needs less than their
+/// values. The filter still sees them whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Narrowing {
+    /// Text columns (dataset positions) returned as the character count of each value
+    /// (`Int64`, null for null) instead of the text. A late read of a column stored
+    /// length-first reads only the lengths (see text_lengths.rs).
     pub text_lengths: Vec<usize>,
+    /// Struct columns (dataset positions) of which only the named children are needed: reads
+    /// decoding them for output alone (late reads, scans without a filter, index fetches of
+    /// many rows) decode just those children's leaves, and return a struct of those fields.
+    /// Elsewhere the column comes back whole.
+    pub struct_fields: Vec<(usize, Vec<String>)>,
+}
+
+impl Narrowing {
+    pub fn is_empty(&self) -> bool {
+        self.text_lengths.is_empty() && self.struct_fields.is_empty()
+    }
 }
 
 enum Unit {
@@ -145,8 +163,10 @@ pub struct PartitionScan {
     filter: Option<ScanFilter>,
     /// [`ScanRequest::runtime_filter`].
     runtime_filter: Option<Arc<dyn RowFilter>>,
-    /// [`ScanRequest::text_lengths`], ascending and deduplicated.
+    /// [`Narrowing::text_lengths`], ascending and deduplicated.
     text_lengths: Vec<usize>,
+    /// [`Narrowing::struct_fields`].
+    struct_fields: Vec<(usize, Vec<String>)>,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
@@ -172,7 +192,7 @@ pub struct PartitionScan {
     pub rows_tested_at_runtime: u64,
     pub rows_dropped_at_runtime: u64,
     /// Text values whose character counts were read from their pages' length sections, the
-    /// text left undecoded (see [`ScanRequest::text_lengths`]).
+    /// text left undecoded (see [`Narrowing::text_lengths`]).
     pub values_counted_unread: u64,
 }
 
@@ -312,28 +332,49 @@ impl Dataset {
         Ok(true)
     }
 
-    /// [`ScanRequest::text_lengths`], checked to be projected text columns, ascending.
+    /// [`ScanRequest::narrowing`]'s text columns, ascending, checked (with its struct
+    /// columns) to be projected columns of the right kind.
     fn text_length_columns(&self, request: &ScanRequest) -> Result<Vec<usize>> {
-        let mut columns = request.text_lengths.clone();
+        let mut columns = request.narrowing.text_lengths.clone();
         columns.sort_unstable();
         columns.dedup();
         let fields = self.shape.schema.fields();
-        for &column in &columns {
-            let projected = request
+        let projected = |column: usize| {
+            request
                 .projection
                 .as_ref()
-                .is_none_or(|projection| projection.contains(&column));
+                .is_none_or(|projection| projection.contains(&column))
+        };
+        let refuse = |message: String| StorageError::InvalidDefinition {
+            dataset: self.shape.name.clone(),
+            message,
+        };
+        for &column in &columns {
             let text = fields
                 .get(column)
                 .is_some_and(|field| field.data_type() == &arrow::datatypes::DataType::Utf8);
-            if !projected || !text {
-                return Err(StorageError::InvalidDefinition {
-                    dataset: self.shape.name.clone(),
-                    message: format!(
-                        "character counts asked of column {column}, which is not a projected \
-                         text column"
-                    ),
-                });
+            if !projected(column) || !text {
+                return Err(refuse(format!(
+                    "character counts asked of column {column}, which is not a projected text \
+                     column"
+                )));
+            }
+        }
+        for (column, children) in &request.narrowing.struct_fields {
+            let known = match fields.get(*column).map(|field| field.data_type()) {
+                Some(arrow::datatypes::DataType::Struct(members)) => {
+                    !children.is_empty()
+                        && children
+                            .iter()
+                            .all(|child| members.iter().any(|m| m.name() == child))
+                }
+                _ => false,
+            };
+            if !projected(*column) || !known {
+                return Err(refuse(format!(
+                    "fields {children:?} asked of column {column}, which is not a projected \
+                     struct column holding them"
+                )));
             }
         }
         Ok(columns)
@@ -416,6 +457,7 @@ impl Dataset {
                 filter: request.filter.clone(),
                 runtime_filter: request.runtime_filter.clone(),
                 text_lengths,
+                struct_fields: request.narrowing.struct_fields.clone(),
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
                 skippable,
@@ -441,7 +483,7 @@ impl PartitionScan {
         }
     }
 
-    /// `batch` (of the projected columns) with each [`ScanRequest::text_lengths`] column as
+    /// `batch` (of the projected columns) with each [`Narrowing::text_lengths`] column as
     /// character counts; a late read may have read some as counts already.
     fn with_text_lengths(&self, batch: RecordBatch) -> Result<RecordBatch> {
         if self.text_lengths.is_empty() {
@@ -549,11 +591,12 @@ impl PartitionScan {
             // Every row is read: no units to track.
             let mut row = first_row;
             let mut out = Vec::new();
-            let batches = component.scan_row_group_with(
+            let batches = component.scan_row_group_narrowed(
                 metadata,
                 row_group,
                 self.projection.as_deref(),
                 None,
+                &self.struct_fields,
             )?;
             for batch in batches {
                 let read = batch.num_rows() as u64;

@@ -133,7 +133,7 @@ fn scan_with_runtime_filter(
             predicate: None,
         }),
         runtime_filter,
-        text_lengths: Vec::new(),
+        narrowing: Default::default(),
     };
     let (mut rows, mut read_late, mut tested_stored) = (Vec::new(), 0, 0);
     let (mut tested_at_runtime, mut dropped_at_runtime) = (0, 0);

@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType as ArrowType, Int64Type};
 use cairn_model::json::record_from_json;
 use cairn_model::{DataType, DatasetType, Field, RecordType};
 use cairn_storage::{
-    RowFilter, ScanFilter, ScanRequest, Storage, StorageError, StorageOptions, WriteOp,
+    Narrowing, RowFilter, ScanFilter, ScanRequest, Storage, StorageError, StorageOptions, WriteOp,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -115,7 +115,10 @@ fn counts(storage: &Storage, filter: Option<VEquals>) -> (BTreeMap<i64, Option<i
             rows: Arc::new(filter),
             predicate: None,
         }),
-        text_lengths: vec![2],
+        narrowing: Narrowing {
+            text_lengths: vec![2],
+            ..Default::default()
+        },
         ..Default::default()
     };
     let (mut out, mut unread) = (BTreeMap::new(), 0);
@@ -190,7 +193,10 @@ fn counts_of_a_column_that_is_not_projected_text_are_refused() {
     for (projection, column) in [(vec![0, 1, 2], 1), (vec![0, 1], 2), (vec![0, 1, 2], 9)] {
         let request = ScanRequest {
             projection: Some(projection),
-            text_lengths: vec![column],
+            narrowing: Narrowing {
+                text_lengths: vec![column],
+                ..Default::default()
+            },
             ..Default::default()
         };
         match storage.scan("notes", &request) {

@@ -178,7 +178,7 @@ impl PartitionScan {
                 .collect::<Result<Vec<_>>>()?;
             (shaped_like_parts, true)
         } else {
-            read.read_rows_at(&passed_offsets, &decoded, rows_read)?
+            read.read_rows_at(&passed_offsets, &decoded, rows_read, &self.struct_fields)?
         };
         let others = if counted.is_empty() {
             others
@@ -213,11 +213,11 @@ impl PartitionScan {
         Ok(out)
     }
 
-    /// The character counts of the [`ScanRequest::text_lengths`] columns among `columns` (of
+    /// The character counts of the [`Narrowing::text_lengths`] columns among `columns` (of
     /// the dataset schema) at `offsets` of the row group, for each whose chunk is stored so
     /// that they are read without the text (the others are not returned).
     ///
-    /// [`ScanRequest::text_lengths`]: super::ScanRequest::text_lengths
+    /// [`Narrowing::text_lengths`]: super::Narrowing::text_lengths
     fn read_counted(
         &mut self,
         read: &SelectedRows<'_>,
@@ -277,7 +277,7 @@ impl PartitionScan {
             true => None,
             false => {
                 let columns = dataset_columns(self.projection.as_deref(), &missing);
-                let (batches, _) = read.read_rows_at(passed_offsets, &columns, rows_read)?;
+                let (batches, _) = read.read_rows_at(passed_offsets, &columns, rows_read, &[])?;
                 concat_parts(batches)?
             }
         };
@@ -418,20 +418,26 @@ impl SelectedRows<'_> {
     /// Decodes `columns` (of the dataset schema; every column for `None`) of the selected
     /// rows, each batch with the row-group offsets of its rows, deleted rows dropped.
     fn read_live(&self, columns: Option<&[usize]>) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
-        self.read_offsets(columns)?
+        self.read_offsets(columns, &[])?
             .into_iter()
             .map(|(batch, offsets)| self.without_deleted(batch, offsets))
             .collect()
     }
 
     /// Decodes `columns` of the selected rows, deleted ones included, each batch with the
-    /// row-group offsets of its rows.
-    fn read_offsets(&self, columns: Option<&[usize]>) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
-        let batches = self.component.scan_row_group_with(
+    /// row-group offsets of its rows; of the struct columns in `struct_fields`, only those
+    /// fields.
+    fn read_offsets(
+        &self,
+        columns: Option<&[usize]>,
+        struct_fields: &[(usize, Vec<String>)],
+    ) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
+        let batches = self.component.scan_row_group_narrowed(
             self.metadata,
             self.row_group,
             columns,
             self.selection.clone(),
+            struct_fields,
         )?;
         let mut runs = self.runs.clone();
         batches
@@ -462,6 +468,7 @@ impl SelectedRows<'_> {
         offsets: &[u64],
         columns: &[usize],
         rows_read: usize,
+        struct_fields: &[(usize, Vec<String>)],
     ) -> Result<(Vec<RecordBatch>, bool)> {
         let runs = offset_runs(offsets);
         let sparse = reads_sparsely(&runs, rows_read);
@@ -473,12 +480,12 @@ impl SelectedRows<'_> {
                 runs,
                 ..*self
             };
-            let batches = just_these.read_offsets(Some(columns))?;
+            let batches = just_these.read_offsets(Some(columns), struct_fields)?;
             batches.into_iter().map(|(batch, _)| batch).collect()
         } else {
             let mut wanted = offsets.iter().peekable();
             let mut kept = Vec::new();
-            for (batch, batch_offsets) in self.read_offsets(Some(columns))? {
+            for (batch, batch_offsets) in self.read_offsets(Some(columns), struct_fields)? {
                 let keep: BooleanArray = batch_offsets
                     .iter()
                     .map(|offset| Some(wanted.next_if_eq(&offset).is_some()))
