@@ -8,7 +8,7 @@ mod common;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
-use common::insert_and_flush;
+use common::{insert_and_flush, scan_metric};
 use datafusion::physical_plan::ExecutionPlan;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -73,17 +73,7 @@ async fn run(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, u64) {
 
 /// The (id, v, note) rows `query` returns, sorted by id, and the plan that ran.
 async fn run_plan(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, Arc<dyn ExecutionPlan>) {
-    let plan = db
-        .context()
-        .sql(query)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let batches = datafusion::physical_plan::collect(plan.clone(), db.context().task_ctx())
-        .await
-        .unwrap();
+    let (batches, plan) = common::run_plan(db, query).await;
     let mut rows = Vec::new();
     for batch in batches {
         let ids = batch.column(0).as_primitive::<Int64Type>();
@@ -98,23 +88,6 @@ async fn run_plan(db: &Database, query: &str) -> (Vec<(i64, i64, String)>, Arc<d
     }
     rows.sort();
     (rows, plan)
-}
-
-/// The sum of metric `name` over the dataset scans in `plan`.
-fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> u64 {
-    let own = match plan.name() {
-        "DatasetScanExec" => plan
-            .metrics()
-            .and_then(|metrics| metrics.sum_by_name(name))
-            .unwrap_or_else(|| panic!("the scan has no metric {name}"))
-            .as_usize() as u64,
-        _ => 0,
-    };
-    own + plan
-        .children()
-        .into_iter()
-        .map(|child| scan_metric(child, name))
-        .sum::<u64>()
 }
 
 /// The model's (id, v, note) rows that `keep` passes, by id.

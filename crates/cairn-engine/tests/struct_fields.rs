@@ -5,7 +5,7 @@
 
 mod common;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
 use datafusion::physical_plan::displayable;
@@ -76,19 +76,8 @@ fn expected_where(keep: impl Fn(i64) -> bool) -> BTreeMap<i64, (String, i64)> {
 
 /// The answer of `query` (columns id, screen name, text length) and its plan's text.
 async fn run(db: &Database, query: &str) -> (BTreeMap<i64, (String, i64)>, String) {
-    let plan = db
-        .context()
-        .sql(query)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let (batches, plan) = common::run_plan(db, query).await;
     let shown = displayable(plan.as_ref()).indent(true).to_string();
-    let batches: Vec<RecordBatch> =
-        datafusion::physical_plan::collect(plan, db.context().task_ctx())
-            .await
-            .unwrap();
     let mut out = BTreeMap::new();
     for batch in batches {
         let ids = batch.column(0).as_primitive::<Int64Type>();

@@ -10,11 +10,10 @@ mod common;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
-use common::insert_and_flush;
-use datafusion::physical_plan::{ExecutionPlan, displayable};
+use common::{insert_and_flush, run_plan as run, scan_metric};
+use datafusion::physical_plan::displayable;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 const ROWS: i64 = 30_000;
 
@@ -54,41 +53,6 @@ async fn fixture(dir: &Path) -> (Database, Model) {
         .await
         .unwrap();
     (db, model)
-}
-
-/// The batches `query` returns, and the plan that ran them.
-async fn run(
-    db: &Database,
-    query: &str,
-) -> (Vec<arrow::array::RecordBatch>, Arc<dyn ExecutionPlan>) {
-    let plan = db
-        .context()
-        .sql(query)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let batches = datafusion::physical_plan::collect(plan.clone(), db.context().task_ctx())
-        .await
-        .unwrap();
-    (batches, plan)
-}
-
-/// The sum of metric `name` over the dataset scans in `plan`.
-fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> u64 {
-    let own = match plan.name() {
-        "DatasetScanExec" => plan
-            .metrics()
-            .and_then(|metrics| metrics.sum_by_name(name))
-            .map_or(0, |value| value.as_usize() as u64),
-        _ => 0,
-    };
-    own + plan
-        .children()
-        .into_iter()
-        .map(|child| scan_metric(child, name))
-        .sum::<u64>()
 }
 
 /// (id, count) pairs from batches whose first two columns are ids and counts.

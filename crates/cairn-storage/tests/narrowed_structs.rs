@@ -3,13 +3,16 @@
 //! those; reads that must see the column whole (the filter's columns, memory components)
 //! return it whole. Either way the named fields' values are exactly the stored ones.
 
-use arrow::array::{AsArray, BooleanArray, RecordBatch};
+mod common;
+
+use arrow::array::AsArray;
 use arrow::datatypes::{DataType as ArrowType, Int64Type};
 use cairn_model::json::record_from_json;
 use cairn_model::{DataType, DatasetType, Field, RecordType};
 use cairn_storage::{
-    Narrowing, RowFilter, ScanFilter, ScanRequest, Storage, StorageError, StorageOptions, WriteOp,
+    Narrowing, ScanFilter, ScanRequest, Storage, StorageError, StorageOptions, WriteOp,
 };
+use common::IntEquals;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -69,44 +72,6 @@ fn chirps(dir: &std::path::Path) -> Storage {
     storage
 }
 
-/// `v == value` on column `position` of the batches it gets; on a full batch (v at 1) it
-/// offers itself narrowed to a batch of `v` alone, so `user` is read late.
-#[derive(Debug)]
-struct VEquals {
-    position: usize,
-    value: i64,
-    alone: Option<Box<VEquals>>,
-}
-
-impl VEquals {
-    fn new(value: i64) -> VEquals {
-        let alone = VEquals {
-            position: 0,
-            value,
-            alone: None,
-        };
-        VEquals {
-            position: 1,
-            value,
-            alone: Some(Box::new(alone)),
-        }
-    }
-}
-
-impl RowFilter for VEquals {
-    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, String> {
-        let column = batch.column(self.position).as_primitive::<Int64Type>();
-        Ok(column.iter().map(|v| v.map(|v| v == self.value)).collect())
-    }
-
-    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
-        static V: [usize; 1] = [1];
-        self.alone
-            .as_deref()
-            .map(|alone| (&V[..], alone as &dyn RowFilter))
-    }
-}
-
 #[test]
 fn a_late_read_decodes_only_the_named_fields() {
     let dir = tempfile::tempdir().unwrap();
@@ -114,7 +79,7 @@ fn a_late_read_decodes_only_the_named_fields() {
     let request = ScanRequest {
         projection: Some(vec![0, 1, 2]),
         filter: Some(ScanFilter {
-            rows: Arc::new(VEquals::new(3)),
+            rows: Arc::new(IntEquals::new(1, 3)),
             predicate: None,
         }),
         narrowing: Narrowing {

@@ -4,13 +4,16 @@
 //! else (non-ASCII text, nulls, memory components). Either way the counts must be exactly
 //! the text's character counts.
 
-use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+mod common;
+
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, Int64Type};
 use cairn_model::json::record_from_json;
 use cairn_model::{DataType, DatasetType, Field, RecordType};
 use cairn_storage::{
-    Narrowing, RowFilter, ScanFilter, ScanRequest, Storage, StorageError, StorageOptions, WriteOp,
+    Narrowing, ScanFilter, ScanRequest, Storage, StorageError, StorageOptions, WriteOp,
 };
+use common::IntEquals;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -70,45 +73,8 @@ fn notes(dir: &std::path::Path) -> Storage {
     storage
 }
 
-/// `v == value` on column 1 of the batches it gets, read alone (so `text` is read late).
-#[derive(Debug)]
-struct VEquals {
-    position: usize,
-    value: i64,
-    alone: Option<Box<VEquals>>,
-}
-
-impl VEquals {
-    fn new(value: i64) -> VEquals {
-        let alone = VEquals {
-            position: 0,
-            value,
-            alone: None,
-        };
-        VEquals {
-            position: 1,
-            value,
-            alone: Some(Box::new(alone)),
-        }
-    }
-}
-
-impl RowFilter for VEquals {
-    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, String> {
-        let column = batch.column(self.position).as_primitive::<Int64Type>();
-        Ok(column.iter().map(|v| v.map(|v| v == self.value)).collect())
-    }
-
-    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
-        static FIRST: [usize; 1] = [1];
-        self.alone
-            .as_deref()
-            .map(|alone| (&FIRST[..], alone as &dyn RowFilter))
-    }
-}
-
 /// Each returned id's `text` count, and how many counts were read without the text.
-fn counts(storage: &Storage, filter: Option<VEquals>) -> (BTreeMap<i64, Option<i64>>, u64) {
+fn counts(storage: &Storage, filter: Option<IntEquals>) -> (BTreeMap<i64, Option<i64>>, u64) {
     let request = ScanRequest {
         projection: Some(vec![0, 1, 2]),
         filter: filter.map(|filter| ScanFilter {
@@ -148,7 +114,7 @@ fn counts_read_from_length_sections_equal_the_texts_character_counts() {
     let dir = tempfile::tempdir().unwrap();
     let storage = notes(dir.path());
     for v in [3, 0] {
-        let (got, unread) = counts(&storage, Some(VEquals::new(v)));
+        let (got, unread) = counts(&storage, Some(IntEquals::new(1, v)));
         assert_eq!(
             got,
             expected((0..5000).filter(|id| id % 10 == v)),
@@ -180,7 +146,7 @@ fn counts_survive_a_merge_and_a_reopen() {
         },
     )
     .unwrap();
-    let (got, unread) = counts(&storage, Some(VEquals::new(7)));
+    let (got, unread) = counts(&storage, Some(IntEquals::new(1, 7)));
     assert_eq!(got, expected((0..5000).filter(|id| id % 10 == 7)));
     // Every row group but the accented one and the one with a null: 3 of 5.
     assert_eq!(unread, 300);

@@ -1,16 +1,19 @@
 //! Helpers the engine's tests share: a query's EXPLAIN text, its answer as sorted lines so
-//! that the answers of different plans can be compared, and a feed's sender
-//! ([`feed_client`]).
+//! that the answers of different plans can be compared, its batches with the plan that ran
+//! them and the scans' metrics, and a feed's sender ([`feed_client`]).
 
 // Each test file compiles its own copy and uses only some of the helpers.
 #![allow(dead_code)]
 
 pub mod feed_client;
 
+use arrow::array::RecordBatch;
 use arrow::util::pretty::pretty_format_batches;
 use cairn_engine::Database;
+use datafusion::physical_plan::ExecutionPlan;
 use rand::Rng;
 use rand::rngs::StdRng;
+use std::sync::Arc;
 
 pub async fn explain(db: &Database, query: &str) -> String {
     let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
@@ -61,6 +64,39 @@ pub async fn rows_forced(db: &Database, setting: &str, value: &str, query: &str)
 
 /// Inserts `rows` (SQL value tuples) into `table`, 5,000 to a statement, then flushes the
 /// table to a component.
+/// The batches `query` returns, and the physical plan that ran them (with its metrics).
+pub async fn run_plan(db: &Database, query: &str) -> (Vec<RecordBatch>, Arc<dyn ExecutionPlan>) {
+    let plan = db
+        .context()
+        .sql(query)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = datafusion::physical_plan::collect(plan.clone(), db.context().task_ctx())
+        .await
+        .unwrap();
+    (batches, plan)
+}
+
+/// The sum of metric `name` over the dataset scans in `plan`; every scan must report it.
+pub fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> u64 {
+    let own = match plan.name() {
+        "DatasetScanExec" => plan
+            .metrics()
+            .and_then(|metrics| metrics.sum_by_name(name))
+            .unwrap_or_else(|| panic!("the scan has no metric {name}"))
+            .as_usize() as u64,
+        _ => 0,
+    };
+    own + plan
+        .children()
+        .into_iter()
+        .map(|child| scan_metric(child, name))
+        .sum::<u64>()
+}
+
 pub async fn insert_and_flush(db: &Database, table: &str, rows: &[String]) {
     for chunk in rows.chunks(5_000) {
         db.sql(&format!("INSERT INTO {table} VALUES {}", chunk.join(", ")))

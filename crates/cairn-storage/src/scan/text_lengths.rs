@@ -344,6 +344,8 @@ fn page_lengths(
     let total = reader.varint()? as usize;
     let first = reader.zigzag()?;
     if block_values == 0
+        || block_values > DELTA_BLOCK_VALUES_MAX
+        || miniblocks > block_values
         || !block_values.is_multiple_of(128)
         || miniblocks == 0
         || !block_values.is_multiple_of(miniblocks)
@@ -397,6 +399,11 @@ fn page_lengths(
         })
         .collect()
 }
+
+/// Most values a delta block of a length section may declare: parquet-rs writes 128, other
+/// writers at most a few thousand; a larger figure is a corrupt page, refused before any
+/// arithmetic on it.
+const DELTA_BLOCK_VALUES_MAX: usize = 1 << 16;
 
 /// Value `index` of `width`-bit values packed least significant bit first.
 fn unpack(packed: &[u8], width: usize, index: usize) -> u64 {
@@ -471,6 +478,21 @@ mod tests {
             decode_lz4_prefix(&block, &mut position, &mut decoded, end).unwrap();
             assert!(decoded.len() >= end);
             assert_eq!(&decoded[..], &text[..decoded.len()]);
+        }
+    }
+
+    #[test]
+    fn malformed_length_sections_are_errors_not_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut scratch = Vec::new();
+        for _ in 0..20_000 {
+            let length = rng.random_range(0..64);
+            let bytes: Vec<u8> = (0..length).map(|_| rng.random()).collect();
+            for (lz4, levels) in [(false, false), (false, true), (true, false)] {
+                let mut body = PageBody::new(&bytes, lz4, &mut scratch);
+                let _ = page_lengths(&mut body, levels, rng.random_range(0..300));
+            }
         }
     }
 

@@ -1,9 +1,11 @@
 //! Shared fixtures for the storage integration tests: a small nested record type and builders.
 #![allow(dead_code)]
 
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::datatypes::Int64Type;
 use cairn_model::json::record_from_json;
 use cairn_model::{DataType, DatasetType, Field, Key, Record, RecordType};
-use cairn_storage::{Storage, StorageOptions};
+use cairn_storage::{RowFilter, Storage, StorageOptions};
 use serde_json::json;
 use std::path::Path;
 
@@ -134,4 +136,41 @@ pub fn lookups_past_each_first_block_read_nothing(
         read_before,
         "blocks found in the cache"
     );
+}
+
+/// `c == value` on the Int64 column at `position` of the batches it gets, offering itself
+/// narrowed to a batch of that column alone, so that a scan reads the other columns late.
+#[derive(Debug)]
+pub struct IntEquals {
+    position: usize,
+    value: i64,
+    /// The same test on a batch of the column alone, and the column's position.
+    alone: Option<(Box<IntEquals>, [usize; 1])>,
+}
+
+impl IntEquals {
+    pub fn new(position: usize, value: i64) -> IntEquals {
+        let alone = IntEquals {
+            position: 0,
+            value,
+            alone: None,
+        };
+        IntEquals {
+            position,
+            value,
+            alone: Some((Box::new(alone), [position])),
+        }
+    }
+}
+
+impl RowFilter for IntEquals {
+    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, String> {
+        let column = batch.column(self.position).as_primitive::<Int64Type>();
+        Ok(column.iter().map(|v| v.map(|v| v == self.value)).collect())
+    }
+
+    fn narrowed(&self) -> Option<(&[usize], &dyn RowFilter)> {
+        let (alone, positions) = self.alone.as_ref()?;
+        Some((&positions[..], alone.as_ref() as &dyn RowFilter))
+    }
 }
