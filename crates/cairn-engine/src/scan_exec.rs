@@ -870,16 +870,18 @@ impl ExecutionPlan for DatasetScanExec {
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let filters = child_pushdown_result.parent_filters;
         let unsupported = vec![PushedDown::No; filters.len()];
-        let taken: Vec<Arc<dyn PhysicalExpr>> = match self.may_take_runtime_filters() {
-            // Storage tests a filter on the columns it reads, which a scan producing other
-            // columns (outputs) does not name.
-            true if self.outputs.is_none() => filters
-                .into_iter()
-                .map(|pushed| pushed.filter)
-                .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
-                .collect(),
-            _ => Vec::new(),
-        };
+        // Storage tests a runtime filter on the columns it reads, which the filter, written
+        // over a scan's outputs, does not name once the scan took in a projection.
+        let taken: Vec<Arc<dyn PhysicalExpr>> =
+            if self.may_take_runtime_filters() && self.outputs.is_none() {
+                filters
+                    .into_iter()
+                    .map(|pushed| pushed.filter)
+                    .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
+                    .collect()
+            } else {
+                Vec::new()
+            };
         let propagation = FilterPushdownPropagation::with_parent_pushdown_result(unsupported);
         if taken.is_empty() {
             return Ok(propagation);
