@@ -468,14 +468,17 @@ impl Database {
     async fn plan_datafusion(&self, statement: &ScriptStatement<'_>) -> Result<Planned> {
         let state = self.context.state();
         let dialect = state.config().options().sql_parser.dialect;
-        let text = statement.positioned_text();
-        let parsed = match state.sql_to_statement(&text, &dialect) {
+        // Parsed alone, positions in errors mapped to the script afterwards: padding the text
+        // to script coordinates made each statement of a long one-line script tokenize
+        // everything before it.
+        let text = statement.text;
+        let parsed = match state.sql_to_statement(text, &dialect) {
             Ok(parsed) => parsed,
             // DuckDB's dialect has no `CREATE TABLE ... PARTITION BY`; the generic one has.
-            Err(error) if is_create_table(&text) => state
-                .sql_to_statement(&text, &Dialect::Generic)
-                .map_err(|_| syntax_error(error))?,
-            Err(error) => return Err(syntax_error(error)),
+            Err(error) if is_create_table(text) => state
+                .sql_to_statement(text, &Dialect::Generic)
+                .map_err(|_| syntax_error(error, statement))?,
+            Err(error) => return Err(syntax_error(error, statement)),
         };
         if let DfStatement::Statement(sql) = &parsed {
             match sql.as_ref() {
@@ -734,15 +737,18 @@ impl Database {
     }
 }
 
-/// A parser error of DataFusion's SQL parser as a Cairn syntax error with its position (the
-/// parser saw the statement in script coordinates, see [`ScriptStatement::positioned_text`]).
 /// Whether a statement's first words are `CREATE TABLE`.
 fn is_create_table(text: &str) -> bool {
     let mut words = text.split_whitespace().map(str::to_ascii_uppercase);
     words.next().as_deref() == Some("CREATE") && words.next().as_deref() == Some("TABLE")
 }
 
-fn syntax_error(error: datafusion::error::DataFusionError) -> EngineError {
+/// A parser error of DataFusion's SQL parser, which saw `statement` alone, as a Cairn syntax
+/// error with its position in the script.
+fn syntax_error(
+    error: datafusion::error::DataFusionError,
+    statement: &ScriptStatement<'_>,
+) -> EngineError {
     use datafusion::sql::sqlparser::parser::ParserError;
     let message = match &error {
         datafusion::error::DataFusionError::SQL(e, _) => match e.as_ref() {
@@ -752,18 +758,21 @@ fn syntax_error(error: datafusion::error::DataFusionError) -> EngineError {
         _ => return error.into(),
     };
     let Some((text, position)) = message.rsplit_once(" at Line: ") else {
+        let (line, column) = statement.in_script(1, 1);
         return EngineError::Syntax {
-            line: 1,
-            column: 1,
+            line,
+            column,
             message,
         };
     };
     let mut numbers = position
         .split(", Column: ")
         .map(|n| n.trim().parse::<usize>().unwrap_or(1));
+    let (line, column) =
+        statement.in_script(numbers.next().unwrap_or(1), numbers.next().unwrap_or(1));
     EngineError::Syntax {
-        line: numbers.next().unwrap_or(1),
-        column: numbers.next().unwrap_or(1),
+        line,
+        column,
         message: text.to_string(),
     }
 }

@@ -12,14 +12,15 @@ pub struct ScriptStatement<'a> {
 }
 
 impl ScriptStatement<'_> {
-    /// The statement preceded by blank space standing in for the script before it, so that a
-    /// parser reporting positions reports them in script coordinates.
-    pub fn positioned_text(&self) -> String {
-        let mut text = String::with_capacity(self.line + self.column + self.text.len());
-        text.extend(std::iter::repeat_n('\n', self.line - 1));
-        text.extend(std::iter::repeat_n(' ', self.column - 1));
-        text.push_str(self.text);
-        text
+    /// `(line, column)` of the statement's own text (1-based) in script coordinates.
+    pub fn in_script(&self, line: usize, column: usize) -> (usize, usize) {
+        let line = line.max(1);
+        let column = if line == 1 {
+            self.column + column.max(1) - 1
+        } else {
+            column.max(1)
+        };
+        (self.line + line - 1, column)
     }
 }
 
@@ -160,8 +161,12 @@ mod tests {
     }
 
     #[test]
-    fn positioned_text_keeps_script_coordinates() {
-        let statements = split_statements("SELECT 1;\n   SELECT 2");
-        assert_eq!(statements[1].positioned_text(), "\n   SELECT 2");
+    fn positions_in_a_statement_map_to_the_script() {
+        let statements = split_statements("SELECT 1;\n   SELECT 2\n  FROM t");
+        // The statement's first line starts at column 4 of line 2; its later lines are the
+        // script's lines.
+        assert_eq!(statements[1].in_script(1, 8), (2, 11));
+        assert_eq!(statements[1].in_script(2, 3), (3, 3));
+        assert_eq!(statements[0].in_script(1, 1), (1, 1));
     }
 }

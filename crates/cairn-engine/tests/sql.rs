@@ -249,3 +249,21 @@ async fn joins_get_a_yield_point_and_plain_scans_do_not() {
     let scanned = explain(&db, "SELECT count(*) FROM t WHERE v > 1").await;
     assert!(!scanned.contains("CooperativeExec"), "{scanned}");
 }
+
+#[tokio::test]
+async fn a_syntax_error_names_its_place_in_the_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    // The second statement starts at line 2, column 3; its error is on its own second line.
+    let script = "SELECT 1;\n  SELECT 2\n  FROM t WHERE )";
+    let error = db.sql(script).await.unwrap_err().to_string();
+    assert!(
+        error.contains("syntax error at line 3, column 16"),
+        "{error}"
+    );
+    let error = db.sql("SELECT 1; SELEC 2").await.unwrap_err().to_string();
+    assert!(
+        error.contains("syntax error at line 1, column 11"),
+        "{error}"
+    );
+}
