@@ -188,31 +188,7 @@ impl DatasetScanExec {
                 )
             }
         };
-        let equivalence = match &access {
-            Access::Ordered {
-                field, descending, ..
-            } => match schema.index_of(field) {
-                Ok(column) => {
-                    let order = PhysicalSortExpr::new(
-                        Arc::new(Column::new(field, column)),
-                        SortOptions {
-                            descending: *descending,
-                            nulls_first: *descending,
-                        },
-                    );
-                    EquivalenceProperties::new_with_orderings(schema.clone(), [vec![order]])
-                }
-                Err(_) => EquivalenceProperties::new(schema.clone()),
-            },
-            _ => EquivalenceProperties::new(schema.clone()),
-        };
-        let properties = PlanProperties::new(
-            equivalence,
-            Partitioning::UnknownPartitioning(partition_statistics.len()),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
-        .with_scheduling_type(SchedulingType::Cooperative);
+        let properties = plan_properties(&access, schema, partition_statistics.len());
         Ok(DatasetScanExec {
             dataset,
             access,
@@ -225,6 +201,24 @@ impl DatasetScanExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// This scan producing `outputs`: its statistics reshaped, not summarized again.
+    fn with_outputs(&self, outputs: ScanOutputs) -> DatasetScanExec {
+        let shaped = |s: &Statistics| Arc::new(outputs.statistics(s));
+        let partitions = self.partition_statistics.len();
+        DatasetScanExec {
+            statistics: shaped(&self.statistics),
+            partition_statistics: self
+                .partition_statistics
+                .iter()
+                .map(|s| shaped(s))
+                .collect(),
+            properties: Arc::new(plan_properties(&self.access, outputs.schema(), partitions)),
+            outputs: Some(outputs),
+            metrics: ExecutionPlanMetricsSet::new(),
+            ..self.reading_copy()
+        }
     }
 
     pub fn dataset(&self) -> &Arc<Dataset> {
@@ -524,10 +518,39 @@ impl DatasetScanExec {
     fn read_schema(&self) -> SchemaRef {
         match &self.outputs {
             None => self.schema(),
-            Some(_) => projected_schema(&self.dataset, self.projection.as_ref())
-                .expect("the projection was checked when the scan was planned"),
+            Some(outputs) => outputs.read_schema(),
         }
     }
+}
+
+/// The properties of a scan producing `schema` in `partitions` partitions: an ordered index
+/// scan yields its field's order.
+fn plan_properties(access: &Access, schema: SchemaRef, partitions: usize) -> PlanProperties {
+    let equivalence = match access {
+        Access::Ordered {
+            field, descending, ..
+        } => match schema.index_of(field) {
+            Ok(column) => {
+                let order = PhysicalSortExpr::new(
+                    Arc::new(Column::new(field, column)),
+                    SortOptions {
+                        descending: *descending,
+                        nulls_first: *descending,
+                    },
+                );
+                EquivalenceProperties::new_with_orderings(schema, [vec![order]])
+            }
+            Err(_) => EquivalenceProperties::new(schema),
+        },
+        _ => EquivalenceProperties::new(schema),
+    };
+    PlanProperties::new(
+        equivalence,
+        Partitioning::UnknownPartitioning(partitions),
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    )
+    .with_scheduling_type(SchedulingType::Cooperative)
 }
 
 /// Whether a scan reads its rows on the polling thread in one stream instead of a blocking
@@ -822,7 +845,7 @@ impl DisplayAs for DatasetScanExec {
                 .iter()
                 .map(|c| c.name().clone())
                 .collect(),
-            Some(outputs) => outputs.describe(&self.read_schema()),
+            Some(outputs) => outputs.describe(),
         };
         write!(f, ", projection=[{}]", columns.join(", "))?;
         if let Some(fetch) = self.fetch {
@@ -1004,13 +1027,7 @@ impl ExecutionPlan for DatasetScanExec {
         else {
             return Ok(None);
         };
-        Ok(Some(Arc::new(DatasetScanExec::try_new_with_outputs(
-            self.dataset.clone(),
-            self.access.clone(),
-            self.projection.clone(),
-            Some(outputs),
-            None,
-        )?)))
+        Ok(Some(Arc::new(self.with_outputs(outputs))))
     }
 
     fn with_fetch(&self, fetch: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {

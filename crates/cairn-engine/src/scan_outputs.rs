@@ -11,9 +11,10 @@
 //! that projection to the scan (`DatasetScanExec::try_swapping_with_projection`).
 
 use crate::functions::text::STRING_LENGTH;
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use cairn_storage::Narrowing;
+use cairn_storage::scan::with_character_counts;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
 use datafusion::error::Result;
@@ -36,6 +37,8 @@ pub(crate) struct ScanOutputs {
     /// read.
     fields: BTreeMap<usize, BTreeSet<String>>,
     schema: SchemaRef,
+    /// The schema of the columns read, before narrowing.
+    read_schema: SchemaRef,
 }
 
 /// The struct column and field `expr` reads, when it is `get_field` of a bare struct column
@@ -79,7 +82,7 @@ impl ScanOutputs {
     /// planning looks up dataset fields by the scan's column names).
     pub(crate) fn of(
         projection: &ProjectionExec,
-        input: &Schema,
+        input: &SchemaRef,
         dataset: &Schema,
         fields_alone: bool,
     ) -> Option<ScanOutputs> {
@@ -140,11 +143,17 @@ impl ScanOutputs {
             counted,
             fields,
             schema,
+            read_schema: input.clone(),
         })
     }
 
     pub(crate) fn schema(&self) -> SchemaRef {
         self.schema.clone()
+    }
+
+    /// The schema of the columns read (the scan's projection), before narrowing.
+    pub(crate) fn read_schema(&self) -> SchemaRef {
+        self.read_schema.clone()
     }
 
     /// What storage may leave out of the columns read, given the scan's projection (of
@@ -164,8 +173,7 @@ impl ScanOutputs {
     /// `statistics` of the columns read as statistics of the outputs: a plain column's
     /// carry over, computed ones are unknown.
     pub(crate) fn statistics(&self, statistics: &Statistics) -> Statistics {
-        let mut shaped = statistics.clone();
-        shaped.column_statistics = self
+        let column_statistics = self
             .columns
             .iter()
             .map(|(expr, _)| {
@@ -178,25 +186,18 @@ impl ScanOutputs {
                     .unwrap_or_else(ColumnStatistics::new_unknown)
             })
             .collect();
-        shaped
+        Statistics {
+            num_rows: statistics.num_rows,
+            total_byte_size: statistics.total_byte_size,
+            column_statistics,
+        }
     }
 
     /// The outputs of `batch`, a batch of the columns read. A counted column arrives as
     /// counts where storage could read them without the text (full scans, index fetches of
     /// many rows) and as text elsewhere, counted here.
     pub(crate) fn shape(&self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let mut read = batch.clone();
-        for &position in &self.counted {
-            if let Some(text) = batch.column(position).as_string_opt::<i32>() {
-                let counts = Arc::new(cairn_storage::scan::character_counts(text)) as ArrayRef;
-                let mut fields = read.schema().fields().to_vec();
-                fields[position] =
-                    Arc::new(cairn_storage::scan::text_length_field(&fields[position]));
-                let mut columns = read.columns().to_vec();
-                columns[position] = counts;
-                read = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-            }
-        }
+        let read = with_character_counts(batch, |position| self.counted.contains(&position))?;
         let columns = self
             .columns
             .iter()
@@ -205,8 +206,9 @@ impl ScanOutputs {
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
-    /// How EXPLAIN lists the outputs, given the schema of the columns read.
-    pub(crate) fn describe(&self, input: &Schema) -> Vec<String> {
+    /// How EXPLAIN lists the outputs.
+    pub(crate) fn describe(&self) -> Vec<String> {
+        let input = &self.read_schema;
         self.columns
             .iter()
             .map(|(expr, field)| {

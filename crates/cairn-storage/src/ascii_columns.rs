@@ -4,12 +4,14 @@
 //! section without decompressing the text (see scan/text_lengths.rs).
 //!
 //! The footer value is one entry per row group, separated by `;`, each the comma-separated
-//! dataset column positions (top-level `Utf8` columns) whose values there are all ASCII. A
+//! dataset column positions (top-level `Utf8` columns written length-first, the only ones
+//! whose counts can be read without the text) whose values there are all ASCII. A
 //! component written before this record existed, or whose record does not parse, has no
 //! column marked: scans then decode its text, which is always correct.
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Schema};
+use parquet::schema::types::ColumnPath;
 
 /// Footer key under which a component keeps its ASCII columns.
 pub const ASCII_COLUMNS_KEY: &str = "cairn.ascii-columns.v1";
@@ -81,16 +83,29 @@ pub struct AsciiTracker {
 }
 
 impl AsciiTracker {
-    /// Every top-level `Utf8` column of `schema`, before any row is seen.
-    pub fn new(schema: &Schema) -> AsciiTracker {
-        let columns = schema
+    /// Tracks `columns` (ascending positions of top-level `Utf8` columns), before any row is
+    /// seen.
+    pub fn new(columns: Vec<u32>) -> AsciiTracker {
+        debug_assert!(columns.windows(2).all(|pair| pair[0] < pair[1]));
+        AsciiTracker { columns }
+    }
+
+    /// The top-level `Utf8` columns of `schema` named in `length_first` (the leaves written
+    /// length-first): only their counts can be read without the text, so only they are
+    /// worth checking.
+    pub fn columns_to_track(schema: &Schema, length_first: &[ColumnPath]) -> Vec<u32> {
+        schema
             .fields()
             .iter()
             .enumerate()
-            .filter(|(_, field)| field.data_type() == &DataType::Utf8)
+            .filter(|(_, field)| {
+                field.data_type() == &DataType::Utf8
+                    && length_first
+                        .iter()
+                        .any(|path| path.parts() == std::slice::from_ref(field.name()))
+            })
             .map(|(position, _)| position as u32)
-            .collect();
-        AsciiTracker { columns }
+            .collect()
     }
 
     /// Drops the columns where `batch` (of the tracker's schema) has a non-ASCII value.
@@ -152,7 +167,9 @@ mod tests {
             ];
             RecordBatch::try_new(schema.clone(), columns).unwrap()
         };
-        let mut tracker = AsciiTracker::new(&schema);
+        let length_first = [ColumnPath::from("plain"), ColumnPath::from("accented")];
+        let tracked = AsciiTracker::columns_to_track(&schema, &length_first);
+        let mut tracker = AsciiTracker::new(tracked);
         tracker.observe(&batch(vec![Some("a"), None], vec![Some("b"), Some("c")]));
         assert_eq!(tracker.clone().finish(), vec![1, 2]);
         let mixed = batch(vec![Some("d"), Some("e")], vec![Some("wörld"), Some("f")]);

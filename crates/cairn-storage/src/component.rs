@@ -620,25 +620,6 @@ impl DiskComponent {
         self.read_projected(metadata, vec![row_group], projection, selection)
     }
 
-    /// [`DiskComponent::scan_row_group_with`] decoding only `struct_fields` of those struct
-    /// columns (see [`DiskComponent::read_narrowed`]).
-    pub(crate) fn scan_row_group_narrowed(
-        &self,
-        metadata: &ArrowReaderMetadata,
-        row_group: usize,
-        projection: Option<&[usize]>,
-        selection: Option<RowSelection>,
-        struct_fields: &[(usize, Vec<String>)],
-    ) -> Result<Vec<RecordBatch>> {
-        self.read_narrowed(
-            metadata,
-            vec![row_group],
-            projection,
-            selection,
-            struct_fields,
-        )
-    }
-
     /// Reads `selection` of `row_groups` (all their rows without one) with columns
     /// `projection` of the dataset schema, in the projection's order.
     pub(crate) fn read_projected(

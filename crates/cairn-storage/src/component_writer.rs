@@ -40,8 +40,10 @@ pub struct ComponentWriter {
     /// The row group being encoded: its column writers, rows so far, and text columns all
     /// ASCII so far.
     open: Option<(Vec<ArrowColumnWriter>, usize, AsciiTracker)>,
-    /// The ASCII text columns of each row group written or copied (see ascii_columns.rs).
+    /// The ASCII text columns of each row group written or copied (see ascii_columns.rs),
+    /// among those tracked (the top-level text columns written length-first).
     ascii_columns: AsciiColumns,
+    ascii_tracked: Vec<u32>,
     row_group_rows: usize,
     /// Leaf column of the first key column, whose bloom filter copied row groups carry over.
     key_leaf: Option<usize>,
@@ -84,6 +86,7 @@ impl ComponentWriter {
         for column in encodings.uncompressed {
             props = props.set_column_compression(column, Compression::UNCOMPRESSED);
         }
+        let ascii_tracked = AsciiTracker::columns_to_track(&shape.schema, &encodings.delta_lengths);
         for column in encodings.delta_lengths {
             props = props.set_column_encoding(column, Encoding::DELTA_LENGTH_BYTE_ARRAY);
         }
@@ -127,6 +130,7 @@ impl ComponentWriter {
             factory,
             open: None,
             ascii_columns: AsciiColumns::default(),
+            ascii_tracked,
             row_group_rows,
             key_leaf,
             sketched,
@@ -165,7 +169,7 @@ impl ComponentWriter {
                         .create_column_writers(index)
                         .map_err(|e| parquet_error(&self.path, e))?;
                     self.open
-                        .insert((writers, 0, AsciiTracker::new(&self.schema)))
+                        .insert((writers, 0, AsciiTracker::new(self.ascii_tracked.clone())))
                 }
             };
             let take = (self.row_group_rows - *rows).min(batch.num_rows() - offset);

@@ -9,7 +9,7 @@
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
-use crate::scan::text_lengths::{columnless_batch, read_text_lengths, with_counts};
+use crate::scan::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
 use cairn_model::Record;
@@ -369,11 +369,7 @@ impl DiskComponent {
             let selection = Some(selection);
             return self.read_narrowed(&metadata, row_groups, projection, selection, fields);
         }
-        let decoded_columns: Vec<usize> = columns
-            .iter()
-            .copied()
-            .filter(|column| counted.iter().all(|(counted, _)| counted != column))
-            .collect();
+        let decoded_columns = uncounted(&columns, &counted);
         let decoded = if decoded_columns.is_empty() {
             vec![columnless_batch(rows.len())?]
         } else {

@@ -10,8 +10,7 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
 use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
-use arrow::datatypes::Schema;
+use arrow::array::{Array, BooleanArray, RecordBatch};
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, KeyValue, Value};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
@@ -29,13 +28,7 @@ pub(crate) mod text_lengths;
 
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
-pub use text_lengths::character_counts;
-
-/// The field a text column's character counts take in a scan's batches (see
-/// [`Narrowing::text_lengths`]): same name, `Int64`, nullable.
-pub fn text_length_field(text: &arrow::datatypes::Field) -> arrow::datatypes::Field {
-    arrow::datatypes::Field::new(text.name(), arrow::datatypes::DataType::Int64, true)
-}
+pub use text_lengths::with_character_counts;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
 /// it does not filter: the caller still evaluates its predicates on what is returned).
@@ -133,12 +126,6 @@ pub struct Narrowing {
     /// many rows) decode just those children's leaves, and return a struct of those fields.
     /// Elsewhere the column comes back whole.
     pub struct_fields: Vec<(usize, Vec<String>)>,
-}
-
-impl Narrowing {
-    pub fn is_empty(&self) -> bool {
-        self.text_lengths.is_empty() && self.struct_fields.is_empty()
-    }
 }
 
 enum Unit {
@@ -489,31 +476,16 @@ impl PartitionScan {
         if self.text_lengths.is_empty() {
             return Ok(batch);
         }
-        let (mut fields, mut columns) = (Vec::new(), Vec::new());
-        for (position, (field, column)) in batch
-            .schema()
-            .fields()
-            .iter()
-            .zip(batch.columns())
-            .enumerate()
-        {
-            let dataset_column = self
-                .projection
+        let dataset_column = |position: usize| {
+            self.projection
                 .as_ref()
-                .map_or(position, |projection| projection[position]);
-            match column.as_string_opt::<i32>() {
-                Some(strings) if self.text_lengths.binary_search(&dataset_column).is_ok() => {
-                    fields.push(Arc::new(text_length_field(field)));
-                    columns.push(Arc::new(text_lengths::character_counts(strings)) as ArrayRef);
-                }
-                _ => {
-                    fields.push(field.clone());
-                    columns.push(column.clone());
-                }
-            }
-        }
-        let schema = Schema::new_with_metadata(fields, batch.schema().metadata().clone());
-        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+                .map_or(position, |projection| projection[position])
+        };
+        Ok(with_character_counts(&batch, |position| {
+            self.text_lengths
+                .binary_search(&dataset_column(position))
+                .is_ok()
+        })?)
     }
 
     /// The runtime filter, once it is ready.
@@ -591,9 +563,9 @@ impl PartitionScan {
             // Every row is read: no units to track.
             let mut row = first_row;
             let mut out = Vec::new();
-            let batches = component.scan_row_group_narrowed(
+            let batches = component.read_narrowed(
                 metadata,
-                row_group,
+                vec![row_group],
                 self.projection.as_deref(),
                 None,
                 &self.struct_fields,

@@ -4,7 +4,7 @@
 //! the predicate cache.
 
 use super::stored_comparisons::StoredComparisons;
-use super::text_lengths::{columnless_batch, read_text_lengths, with_counts};
+use super::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
@@ -165,11 +165,7 @@ impl PartitionScan {
         // Text columns wanted only as character counts are read from their pages' length
         // sections where stored so; the rest are decoded.
         let counted = self.read_counted(&read, &other_dataset, &passed_offsets)?;
-        let decoded: Vec<usize> = other_dataset
-            .iter()
-            .copied()
-            .filter(|column| counted.iter().all(|(counted, _)| counted != column))
-            .collect();
+        let decoded = uncounted(&other_dataset, &counted);
         let (others, by_selection_batch) = if decoded.is_empty() {
             // Batches without columns, one per part of the filter's columns, to join.
             let shaped_like_parts = passed_parts
@@ -432,9 +428,9 @@ impl SelectedRows<'_> {
         columns: Option<&[usize]>,
         struct_fields: &[(usize, Vec<String>)],
     ) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
-        let batches = self.component.scan_row_group_narrowed(
+        let batches = self.component.read_narrowed(
             self.metadata,
-            self.row_group,
+            vec![self.row_group],
             columns,
             self.selection.clone(),
             struct_fields,

@@ -10,16 +10,47 @@
 
 use crate::component::{DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
-use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, StringArray};
-use arrow::datatypes::Schema;
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
+};
+use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::basic::{Compression, Encoding, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
 use parquet::file::serialized_reader::SerializedPageReader;
 use std::sync::Arc;
 
+/// `batch` with each text column at a position `counted` accepts replaced by its character
+/// counts (a column already counted, or not text, is left as it is): what a caller of a read
+/// narrowed by [`Narrowing::text_lengths`] gets wherever storage could not count unread.
+///
+/// [`Narrowing::text_lengths`]: super::Narrowing::text_lengths
+pub fn with_character_counts(
+    batch: &RecordBatch,
+    counted: impl Fn(usize) -> bool,
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
+    let schema = batch.schema();
+    let mut fields = schema.fields().to_vec();
+    let mut columns = batch.columns().to_vec();
+    for (position, column) in batch.columns().iter().enumerate() {
+        if let Some(text) = column.as_string_opt::<i32>()
+            && counted(position)
+        {
+            fields[position] = Arc::new(text_length_field(&fields[position]));
+            columns[position] = Arc::new(character_counts(text));
+        }
+    }
+    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+    RecordBatch::try_new(Arc::new(schema), columns)
+}
+
+/// The field a text column's character counts take: same name, `Int64`, nullable.
+fn text_length_field(text: &Field) -> Field {
+    Field::new(text.name(), DataType::Int64, true)
+}
+
 /// The character count of each value of `strings`, null for null.
-pub fn character_counts(strings: &StringArray) -> Int64Array {
+fn character_counts(strings: &StringArray) -> Int64Array {
     let offsets = strings.value_offsets();
     let (start, end) = (offsets[0] as usize, offsets[strings.len()] as usize);
     if strings.values()[start..end].is_ascii() {
@@ -50,31 +81,32 @@ pub(crate) fn read_text_lengths(
     let corrupt = |message: String| StorageError::corrupt(&component.path, message);
     let raw_metadata = chunk
         .metadata
-        .clone()
         .into_builder()
         // The page reader then hands over each page as stored; only its head is decoded.
         .set_compression(Compression::UNCOMPRESSED)
         .build()
         .map_err(|e| parquet_error(&component.path, e))?;
+    // Each page's rows, before the reader takes the locations.
+    let first_rows: Vec<u64> = chunk
+        .locations
+        .iter()
+        .map(|location| location.first_row_index.max(0) as u64)
+        .collect();
     let mut pages = SerializedPageReader::new(
         Arc::new(component.chunk_reader().clone()),
         &raw_metadata,
         chunk.rows as usize,
-        Some(chunk.locations.clone()),
+        Some(chunk.locations),
     )
     .map_err(|e| parquet_error(&component.path, e))?;
     let mut counts = Vec::with_capacity(offsets.len());
     let mut wanted = offsets.iter().copied().peekable();
     let mut scratch = Vec::new();
-    for (index, location) in chunk.locations.iter().enumerate() {
+    for (index, &first_row) in first_rows.iter().enumerate() {
         let Some(&next) = wanted.peek() else {
             break;
         };
-        let first_row = location.first_row_index.max(0) as u64;
-        let end_row = chunk
-            .locations
-            .get(index + 1)
-            .map_or(chunk.rows, |next| next.first_row_index.max(0) as u64);
+        let end_row = first_rows.get(index + 1).copied().unwrap_or(chunk.rows);
         if next >= end_row {
             pages
                 .skip_next_page()
@@ -122,6 +154,15 @@ pub(crate) fn read_text_lengths(
     Ok(Some(Arc::new(Int64Array::from(counts))))
 }
 
+/// `columns` without the `counted` ones: those a read still decodes.
+pub(crate) fn uncounted(columns: &[usize], counted: &[(usize, ArrayRef)]) -> Vec<usize> {
+    columns
+        .iter()
+        .copied()
+        .filter(|column| counted.iter().all(|(counted, _)| counted != column))
+        .collect()
+}
+
 /// A batch of `rows` rows and no columns.
 pub(crate) fn columnless_batch(rows: usize) -> Result<RecordBatch> {
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
@@ -151,7 +192,7 @@ pub(crate) fn with_counts(
             for &column in columns {
                 match counted.iter().find(|(counted, _)| *counted == column) {
                     Some((_, counts)) => {
-                        fields.push(Arc::new(super::text_length_field(schema.field(column))));
+                        fields.push(Arc::new(text_length_field(schema.field(column))));
                         arrays.push(counts.slice(first, rows));
                     }
                     None => {
