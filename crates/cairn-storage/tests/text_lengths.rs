@@ -1,4 +1,4 @@
-//! Character counts in place of text (`ScanRequest::text_lengths`): a scan returns each
+//! Character counts in place of text (`Narrowing::text_lengths`): a scan returns each
 //! named column's character counts, read from the pages' length sections where a row group's
 //! text is all ASCII and stored length-first, and counted from the decoded text everywhere
 //! else (non-ASCII text, nulls, memory components). Either way the counts must be exactly
