@@ -29,16 +29,22 @@ pub fn with_character_counts(
     batch: &RecordBatch,
     counted: impl Fn(usize) -> bool,
 ) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
+    let to_count: Vec<usize> = (0..batch.num_columns())
+        .filter(|&position| batch.column(position).as_string_opt::<i32>().is_some())
+        .filter(|&position| counted(position))
+        .collect();
+    // Most batches arrive counted already (storage read the lengths unread): they pass as
+    // they are, without a schema built for each.
+    if to_count.is_empty() {
+        return Ok(batch.clone());
+    }
     let schema = batch.schema();
     let mut fields = schema.fields().to_vec();
     let mut columns = batch.columns().to_vec();
-    for (position, column) in batch.columns().iter().enumerate() {
-        if let Some(text) = column.as_string_opt::<i32>()
-            && counted(position)
-        {
-            fields[position] = Arc::new(text_length_field(&fields[position]));
-            columns[position] = Arc::new(character_counts(text));
-        }
+    for position in to_count {
+        let text = batch.column(position).as_string::<i32>();
+        fields[position] = Arc::new(text_length_field(&fields[position]));
+        columns[position] = Arc::new(character_counts(text));
     }
     let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
     RecordBatch::try_new(Arc::new(schema), columns)
