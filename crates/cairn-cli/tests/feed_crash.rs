@@ -11,12 +11,32 @@ use std::time::{Duration, Instant};
 
 const RECORDS: u64 = 30_000;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `N` distinct free ports. The listeners stay bound until all are chosen: bound and dropped
+/// one at a time, the kernel may hand the same port out twice.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
+}
+
+/// The `cairn serve` process, killed when dropped so that a failing test leaves no server
+/// holding its ports.
+struct Server(Child);
+
+impl Server {
+    /// `kill -9` and reap.
+    fn kill(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 struct Ports {
@@ -25,7 +45,7 @@ struct Ports {
     pg: u16,
 }
 
-fn serve(dir: &Path, ports: &Ports) -> Child {
+fn serve(dir: &Path, ports: &Ports) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .arg("--data")
         .arg(dir)
@@ -38,8 +58,9 @@ fn serve(dir: &Path, ports: &Ports) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("cairn serve starts");
+    let server = Server(child);
     wait_for_port(ports.http);
-    child
+    server
 }
 
 fn wait_for_port(port: u16) {
@@ -112,12 +133,8 @@ fn send(feed_port: u16, from: u64, stop_after: Option<u64>) -> u64 {
 #[test]
 fn acknowledged_feed_records_survive_kill_9_and_resending_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let ports = Ports {
-        http: free_port(),
-        flight: free_port(),
-        pg: free_port(),
-    };
-    let feed_port = free_port();
+    let [http, flight, pg, feed_port] = free_ports::<4>();
+    let ports = Ports { http, flight, pg };
     let mut server = serve(dir.path(), &ports);
     query(
         ports.http,
@@ -131,8 +148,7 @@ fn acknowledged_feed_records_survive_kill_9_and_resending_loses_and_duplicates_n
 
     // Kill the server mid-feed, as soon as a third of the records are acknowledged.
     let acked = send(feed_port, 1, Some(RECORDS / 3));
-    server.kill().unwrap(); // SIGKILL
-    server.wait().unwrap();
+    server.kill(); // SIGKILL
     assert!((RECORDS / 3..RECORDS).contains(&acked), "acked {acked}");
 
     let mut server = serve(dir.path(), &ports);
@@ -155,6 +171,5 @@ fn acknowledged_feed_records_survive_kill_9_and_resending_loses_and_duplicates_n
         count(ports.http, "sum(score)"),
         (1..=RECORDS).map(|id| id * 7 % 1000).sum::<u64>()
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.kill();
 }
