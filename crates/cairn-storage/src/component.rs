@@ -31,10 +31,14 @@ use parquet::arrow::arrow_reader::{
     RowSelector,
 };
 use parquet::bloom_filter::Sbbf;
+use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::metadata::PageIndexPolicy;
+use parquet::file::page_index::offset_index::PageLocation;
 use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::{FileReader, Length};
-use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+use parquet::file::serialized_reader::{
+    ReadOptionsBuilder, SerializedFileReader, SerializedPageReader,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -392,6 +396,18 @@ impl DiskComponent {
         use parquet::file::reader::ChunkReader;
         self.file
             .get_bytes(start, length)
+            .map_err(|e| parquet_error(&self.path, e))
+    }
+
+    /// A reader of the pages of `chunk` (a column chunk of this file, of `rows` rows) that
+    /// finds each page at its `locations` entry, so that skipping a page reads nothing.
+    pub(crate) fn page_reader(
+        &self,
+        chunk: &ColumnChunkMetaData,
+        rows: usize,
+        locations: Vec<PageLocation>,
+    ) -> Result<SerializedPageReader<ComponentFile>> {
+        SerializedPageReader::new(Arc::new(self.file.clone()), chunk, rows, Some(locations))
             .map_err(|e| parquet_error(&self.path, e))
     }
 

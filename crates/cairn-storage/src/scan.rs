@@ -22,6 +22,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
+mod page_gather;
+mod range_bits;
 mod row_group_read;
 mod stored_comparisons;
 pub(crate) mod text_lengths;

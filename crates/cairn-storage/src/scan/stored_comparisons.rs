@@ -8,6 +8,7 @@
 //! page's position, its size including the header, and its first row, and a plain page of a
 //! flat column without nulls ends in its values, whatever definition levels precede them.
 
+use super::range_bits::append_in_range;
 use super::{ColumnComparison, ComparisonOp};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
@@ -109,7 +110,7 @@ impl StoredComparisons {
         // other way never loads the page locations.
         let mut plain = Vec::with_capacity(columns.len());
         for &column in columns {
-            match plain_leaf(footer, row_group, column) {
+            match plain_leaf(footer, row_group, column).filter(|leaf| leaf.uncompressed) {
                 Some(leaf) => plain.push(leaf),
                 None => return Ok(None),
             }
@@ -153,24 +154,18 @@ impl StoredComparisons {
         if self.unsatisfiable {
             return out;
         }
+        let mut scratch = Vec::new();
         for &(start, rows) in runs {
             let mut passing: Option<BooleanBuffer> = None;
             for (chunk, bounds) in &self.columns {
                 let Some((low, high)) = *bounds else {
                     continue;
                 };
-                // x in [low, high] as one unsigned comparison, which vectorizes.
-                let span = high.wrapping_sub(low) as u64;
-                let within = |value: i64| (value.wrapping_sub(low) as u64) <= span;
                 let mut bits = arrow::array::BooleanBufferBuilder::new(rows as usize);
                 for (page, part) in chunk.segments(start, start + rows) {
                     let values = &chunk.bytes[page.values_start + part.start * chunk.width
                         ..page.values_start + part.end * chunk.width];
-                    let answers = match chunk.width {
-                        8 => test_values::<8>(values, |v| within(i64::from_le_bytes(*v))),
-                        _ => test_values::<4>(values, |v| within(i32::from_le_bytes(*v) as i64)),
-                    };
-                    bits.append_buffer(&answers);
+                    append_in_range(values, chunk.width, low, high, &mut bits, &mut scratch);
                 }
                 let bits = bits.finish();
                 passing = Some(match passing {
@@ -216,61 +211,63 @@ impl StoredComparisons {
                 let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
                 Some(&chunk.bytes[at..at + chunk.width])
             });
-            // Typed, so that the buffer has the values' alignment.
-            let values = match chunk.width {
-                8 => Buffer::from_vec(
-                    (&mut stored)
-                        .map(|v| i64::from_le_bytes(v.try_into().expect("8 bytes")))
-                        .collect::<Vec<i64>>(),
-                ),
-                _ => Buffer::from_vec(
-                    (&mut stored)
-                        .map(|v| i32::from_le_bytes(v.try_into().expect("4 bytes")))
-                        .collect::<Vec<i32>>(),
-                ),
-            };
-            let data = ArrayData::builder(chunk.arrow_type.clone())
-                .len(offsets.len())
-                .add_buffer(values)
-                .build()?;
-            arrays.push(make_array(data));
+            arrays.push(fixed_width_array(
+                &chunk.arrow_type,
+                chunk.width,
+                &mut stored,
+            )?);
         }
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }
 }
 
-/// `test` applied to each `W`-byte value of `values`, as bits. Written a word of 64 values
-/// at a time so that the compiler vectorizes the tests.
-fn test_values<const W: usize>(values: &[u8], test: impl Fn(&[u8; W]) -> bool) -> BooleanBuffer {
-    let rows = values.len() / W;
-    let mut words: Vec<u64> = Vec::with_capacity(rows.div_ceil(64));
-    let pack = |block: &[u8]| {
-        let mut word = 0u64;
-        for (bit, value) in block.chunks_exact(W).enumerate() {
-            let value: &[u8; W] = value.try_into().expect("W bytes");
-            word |= (test(value) as u64) << bit;
+/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding `values`, each the
+/// little-endian bytes of one value, in order.
+pub(super) fn fixed_width_array<'a>(
+    arrow_type: &DataType,
+    width: usize,
+    values: &mut dyn Iterator<Item = &'a [u8]>,
+) -> Result<ArrayRef> {
+    // Typed, so that the buffer has the values' alignment.
+    let (rows, buffer) = match width {
+        8 => {
+            let values: Vec<i64> = values
+                .map(|v| i64::from_le_bytes(v.try_into().expect("8 bytes")))
+                .collect();
+            (values.len(), Buffer::from_vec(values))
         }
-        word
+        _ => {
+            let values: Vec<i32> = values
+                .map(|v| i32::from_le_bytes(v.try_into().expect("4 bytes")))
+                .collect();
+            (values.len(), Buffer::from_vec(values))
+        }
     };
-    let mut blocks = values.chunks_exact(64 * W);
-    words.extend((&mut blocks).map(pack));
-    if !blocks.remainder().is_empty() {
-        words.push(pack(blocks.remainder()));
-    }
-    BooleanBuffer::new(Buffer::from_vec(words), 0, rows)
+    let data = ArrayData::builder(arrow_type.clone())
+        .len(rows)
+        .add_buffer(buffer)
+        .build()?;
+    Ok(make_array(data))
 }
 
-/// A column `plain_chunk` can read in place: its leaf, width and type.
-struct PlainLeaf {
-    leaf: usize,
-    width: usize,
-    arrow_type: DataType,
+/// A flat fixed-width column chunk stored plain: its leaf, width and type, and whether its
+/// pages are uncompressed (so that `plain_chunk` can test it in place).
+pub(super) struct PlainLeaf {
+    pub(super) leaf: usize,
+    pub(super) width: usize,
+    pub(super) arrow_type: DataType,
+    pub(super) uncompressed: bool,
 }
 
 /// Column `column` (of the dataset schema) in `row_group`, when the footer says it is a flat
-/// 32- or 64-bit integer, date or timestamp column whose chunk there is plain, uncompressed and
-/// without nulls.
-fn plain_leaf(footer: &ArrowReaderMetadata, row_group: usize, column: usize) -> Option<PlainLeaf> {
+/// 32- or 64-bit integer, date or timestamp column whose chunk there is plain (compressed or
+/// not), without a dictionary and without nulls: each page's values are then its last
+/// `rows × width` bytes once decompressed.
+pub(super) fn plain_leaf(
+    footer: &ArrowReaderMetadata,
+    row_group: usize,
+    column: usize,
+) -> Option<PlainLeaf> {
     let field = footer.schema().fields().get(column)?;
     let (width, physical) = match field.data_type() {
         DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
@@ -285,7 +282,6 @@ fn plain_leaf(footer: &ArrowReaderMetadata, row_group: usize, column: usize) -> 
     let plain = descriptor.path().parts().len() == 1
         && descriptor.max_rep_level() == 0
         && chunk.column_type() == physical
-        && chunk.compression() == Compression::UNCOMPRESSED
         && chunk.dictionary_page_offset().is_none()
         && chunk
             .encodings()
@@ -295,6 +291,7 @@ fn plain_leaf(footer: &ArrowReaderMetadata, row_group: usize, column: usize) -> 
         leaf,
         width,
         arrow_type: field.data_type().clone(),
+        uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
     })
 }
 
@@ -310,6 +307,7 @@ fn plain_chunk(
         leaf,
         width,
         arrow_type,
+        ..
     } = plain;
     let footer = metadata.metadata();
     let Some(group) = footer.row_groups().get(row_group) else {

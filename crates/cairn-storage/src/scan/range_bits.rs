@@ -1,0 +1,253 @@
+//! Testing stored fixed-width values against an inclusive range, one bit per value: with AVX2
+//! where the processor has it, else a word of 64 values at a time in plain code.
+//!
+//! A full scan of BigFUN's messages tests five million `send_time` values per query in place
+//! (stored_comparisons.rs). The plain loop compiles to scalar code for the baseline x86-64
+//! target, which lacks a 64-bit vector comparison: about seven instructions per value, a fifth
+//! of such a query's time (bench/results/page-gather/).
+
+use arrow::array::BooleanBufferBuilder;
+
+/// Appends to `out` one bit per little-endian `width`-byte (4 or 8) signed value of `values`:
+/// whether it lies in `[low, high]`. `scratch` is reused between calls to spare allocations.
+pub(super) fn append_in_range(
+    values: &[u8],
+    width: usize,
+    low: i64,
+    high: i64,
+    out: &mut BooleanBufferBuilder,
+    scratch: &mut Vec<u8>,
+) {
+    assert!(width == 4 || width == 8, "values of 4 or 8 bytes");
+    debug_assert_eq!(values.len() % width, 0, "whole values");
+    let rows = values.len() / width;
+    scratch.clear();
+    scratch.reserve(rows.div_ceil(64) * 8);
+    if width == 8 {
+        words_i64(values, low, high, scratch);
+    } else {
+        // A 32-bit value lies in the range's part within the 32-bit values.
+        match (
+            i32::try_from(low.max(i32::MIN as i64)),
+            i32::try_from(high.min(i32::MAX as i64)),
+        ) {
+            (Ok(low), Ok(high)) if low <= high => words_i32(values, low, high, scratch),
+            _ => scratch.resize(rows.div_ceil(64) * 8, 0),
+        }
+    }
+    out.append_packed_range(0..rows, scratch);
+}
+
+fn words_i64(values: &[u8], low: i64, high: i64, out: &mut Vec<u8>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor has AVX2, checked just above.
+        unsafe { avx2::words_i64(values, low, high, out) };
+        return;
+    }
+    plain_words::<8>(values, out, |v| in_range(i64::from_le_bytes(*v), low, high));
+}
+
+fn words_i32(values: &[u8], low: i32, high: i32, out: &mut Vec<u8>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor has AVX2, checked just above.
+        unsafe { avx2::words_i32(values, low, high, out) };
+        return;
+    }
+    plain_words::<4>(values, out, |v| {
+        in_range(i32::from_le_bytes(*v) as i64, low as i64, high as i64)
+    });
+}
+
+/// `value` in `[low, high]` as one unsigned comparison, which vectorizes where it can.
+fn in_range(value: i64, low: i64, high: i64) -> bool {
+    let span = high.wrapping_sub(low) as u64;
+    (value.wrapping_sub(low) as u64) <= span
+}
+
+/// Appends `test` of each `W`-byte value of `values` to `out` as little-endian words of 64
+/// bits (the last one partly filled).
+fn plain_words<const W: usize>(values: &[u8], out: &mut Vec<u8>, test: impl Fn(&[u8; W]) -> bool) {
+    let pack = |block: &[u8]| {
+        let mut word = 0u64;
+        for (bit, value) in block.chunks_exact(W).enumerate() {
+            let value: &[u8; W] = value.try_into().expect("W bytes");
+            word |= (test(value) as u64) << bit;
+        }
+        word
+    };
+    let mut blocks = values.chunks_exact(64 * W);
+    for block in &mut blocks {
+        out.extend_from_slice(&pack(block).to_le_bytes());
+    }
+    if !blocks.remainder().is_empty() {
+        out.extend_from_slice(&pack(blocks.remainder()).to_le_bytes());
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{in_range, plain_words};
+    use std::arch::x86_64::*;
+
+    /// [`super::words_i64`] four values per comparison.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn words_i64(values: &[u8], low: i64, high: i64, out: &mut Vec<u8>) {
+        let (lows, highs) = (_mm256_set1_epi64x(low), _mm256_set1_epi64x(high));
+        let mut blocks = values.chunks_exact(64 * 8);
+        for block in &mut blocks {
+            let mut word = 0u64;
+            for (quarter, four) in block.chunks_exact(32).enumerate() {
+                // SAFETY: `four` holds 32 bytes; the load needs no alignment.
+                let four = unsafe { _mm256_loadu_si256(four.as_ptr().cast::<__m256i>()) };
+                let outside = _mm256_or_si256(
+                    _mm256_cmpgt_epi64(lows, four),
+                    _mm256_cmpgt_epi64(four, highs),
+                );
+                let outside = _mm256_movemask_pd(_mm256_castsi256_pd(outside)) as u64;
+                word |= (!outside & 0xF) << (quarter * 4);
+            }
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        if !blocks.remainder().is_empty() {
+            plain_words::<8>(blocks.remainder(), out, |v| {
+                in_range(i64::from_le_bytes(*v), low, high)
+            });
+        }
+    }
+
+    /// [`super::words_i32`] eight values per comparison.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn words_i32(values: &[u8], low: i32, high: i32, out: &mut Vec<u8>) {
+        let (lows, highs) = (_mm256_set1_epi32(low), _mm256_set1_epi32(high));
+        let mut blocks = values.chunks_exact(64 * 4);
+        for block in &mut blocks {
+            let mut word = 0u64;
+            for (eighth, eight) in block.chunks_exact(32).enumerate() {
+                // SAFETY: `eight` holds 32 bytes; the load needs no alignment.
+                let eight = unsafe { _mm256_loadu_si256(eight.as_ptr().cast::<__m256i>()) };
+                let outside = _mm256_or_si256(
+                    _mm256_cmpgt_epi32(lows, eight),
+                    _mm256_cmpgt_epi32(eight, highs),
+                );
+                let outside = _mm256_movemask_ps(_mm256_castsi256_ps(outside)) as u64;
+                word |= (!outside & 0xFF) << (eighth * 8);
+            }
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        if !blocks.remainder().is_empty() {
+            plain_words::<4>(blocks.remainder(), out, |v| {
+                in_range(i32::from_le_bytes(*v) as i64, low as i64, high as i64)
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bits `append_in_range` gives, as booleans.
+    fn tested(values: &[u8], width: usize, low: i64, high: i64) -> Vec<bool> {
+        let mut out = BooleanBufferBuilder::new(0);
+        append_in_range(values, width, low, high, &mut out, &mut Vec::new());
+        out.finish().iter().collect()
+    }
+
+    /// A deterministic spread of values, the extremes and the bounds' neighbours among them.
+    fn values_around(low: i64, high: i64, count: usize) -> Vec<i64> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let specials = [
+            i64::MIN,
+            i64::MAX,
+            0,
+            -1,
+            low,
+            low.wrapping_sub(1),
+            low.wrapping_add(1),
+            high,
+            high.wrapping_sub(1),
+            high.wrapping_add(1),
+        ];
+        (0..count)
+            .map(|i| match i % 7 {
+                0 => specials[(i / 7) % specials.len()],
+                _ => {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    // Mostly near the range, some anywhere.
+                    match i % 3 {
+                        0 => state as i64,
+                        _ => low.wrapping_add((state % 3000) as i64 - 1000),
+                    }
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sixty_four_bit_values_are_tested_like_the_comparison_they_stand_for() {
+        for (low, high) in [
+            (100, 900),
+            (i64::MIN, 5),
+            (-5, i64::MAX),
+            (7, 7),
+            (i64::MIN, i64::MAX),
+        ] {
+            // Lengths around the 64-value words and the 4-value vectors.
+            for count in [0, 1, 3, 4, 63, 64, 65, 200, 256, 1000] {
+                let values = values_around(low, high, count);
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let expected: Vec<bool> = values.iter().map(|v| (low..=high).contains(v)).collect();
+                assert_eq!(
+                    tested(&bytes, 8, low, high),
+                    expected,
+                    "[{low}, {high}], {count} values"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn thirty_two_bit_values_are_tested_against_the_range_clamped_to_them() {
+        let ranges = [
+            (100, 900),
+            (i64::MIN, 5),
+            (-5, i64::MAX),
+            (i32::MAX as i64 + 1, i64::MAX),
+            (i64::MIN, i32::MIN as i64 - 1),
+            (i32::MIN as i64, i32::MIN as i64),
+        ];
+        for (low, high) in ranges {
+            for count in [0, 1, 7, 8, 9, 64, 65, 256, 1000] {
+                let values: Vec<i32> = values_around(low, high, count)
+                    .into_iter()
+                    .map(|v| v as i32)
+                    .collect();
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let expected: Vec<bool> = values
+                    .iter()
+                    .map(|&v| (low..=high).contains(&(v as i64)))
+                    .collect();
+                assert_eq!(
+                    tested(&bytes, 4, low, high),
+                    expected,
+                    "[{low}, {high}], {count} values"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn appends_follow_the_bits_already_there() {
+        let values: Vec<u8> = (0..100i64).flat_map(|v| v.to_le_bytes()).collect();
+        let mut out = BooleanBufferBuilder::new(0);
+        let mut scratch = Vec::new();
+        append_in_range(&values[..3 * 8], 8, 1, 1, &mut out, &mut scratch);
+        append_in_range(&values, 8, 50, 52, &mut out, &mut scratch);
+        let bits: Vec<usize> = out.finish().set_indices().collect();
+        assert_eq!(bits, vec![1, 53, 54, 55]);
+    }
+}
