@@ -9,6 +9,7 @@
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
+use crate::scan::page_gather::{gather_columns, not_gathered, with_gathered};
 use crate::scan::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
@@ -363,41 +364,28 @@ impl DiskComponent {
             Some(columns) => columns.to_vec(),
             None => (0..self.shape.schema.fields().len()).collect(),
         };
-        let counted = self.counted_rows(&metadata, rows, &columns, &narrowing.text_lengths)?;
-        let fields = &narrowing.struct_fields;
-        if counted.is_empty() {
-            let selection = Some(selection);
-            return self.read_narrowed(&metadata, row_groups, projection, selection, fields);
-        }
+        let groups = self.offsets_by_row_group(rows)?;
+        let counted = self.counted_rows(&metadata, &groups, &columns, &narrowing.text_lengths)?;
         let decoded_columns = uncounted(&columns, &counted);
-        let decoded = if decoded_columns.is_empty() {
+        // Flat fixed-width columns stored plain come straight from their pages.
+        let gathered = gather_columns(self, &metadata, &groups, &decoded_columns)?;
+        let read_columns = not_gathered(&decoded_columns, &gathered);
+        let decoded = if read_columns.is_empty() {
             vec![columnless_batch(rows.len())?]
         } else {
-            let (columns, selection) = (Some(decoded_columns.as_slice()), Some(selection));
+            let (columns, selection) = (Some(read_columns.as_slice()), Some(selection));
+            let fields = &narrowing.struct_fields;
             self.read_narrowed(&metadata, row_groups, columns, selection, fields)?
         };
+        let decoded = with_gathered(decoded, gathered, metadata.schema(), &self.path)?;
+        if counted.is_empty() {
+            return Ok(decoded);
+        }
         with_counts(decoded, &columns, &counted, &self.shape.schema)
     }
 
-    /// The character counts, at `rows` (ascending), of each `text_lengths` column among
-    /// `columns` that every row group holding them stores so that the counts are read
-    /// without the text.
-    fn counted_rows(
-        &self,
-        paged: &parquet::arrow::arrow_reader::ArrowReaderMetadata,
-        rows: &[u64],
-        columns: &[usize],
-        text_lengths: &[usize],
-    ) -> Result<Vec<(usize, ArrayRef)>> {
-        let wanted: Vec<usize> = text_lengths
-            .iter()
-            .copied()
-            .filter(|column| columns.contains(column))
-            .collect();
-        if wanted.is_empty() {
-            return Ok(Vec::new());
-        }
-        // The rows as offsets within each row group holding some.
+    /// `rows` (ascending) as offsets within each row group holding some, in order.
+    fn offsets_by_row_group(&self, rows: &[u64]) -> Result<Vec<(usize, Vec<u64>)>> {
         let spans = self.row_group_spans();
         let mut walk = RowGroupWalk {
             spans: &spans,
@@ -411,10 +399,32 @@ impl DiskComponent {
                 _ => groups.push((group, vec![row - first])),
             }
         }
+        Ok(groups)
+    }
+
+    /// The character counts, at the rows of `groups` (offsets by row group, as
+    /// [`DiskComponent::offsets_by_row_group`] gives them), of each `text_lengths` column among
+    /// `columns` that every row group holding them stores so that they are read without the
+    /// text.
+    fn counted_rows(
+        &self,
+        paged: &parquet::arrow::arrow_reader::ArrowReaderMetadata,
+        groups: &[(usize, Vec<u64>)],
+        columns: &[usize],
+        text_lengths: &[usize],
+    ) -> Result<Vec<(usize, ArrayRef)>> {
+        let wanted: Vec<usize> = text_lengths
+            .iter()
+            .copied()
+            .filter(|column| columns.contains(column))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut counted = Vec::new();
         'columns: for column in wanted {
             let mut parts = Vec::with_capacity(groups.len());
-            for (group, offsets) in &groups {
+            for (group, offsets) in groups {
                 match read_text_lengths(self, paged, *group, column, offsets)? {
                     Some(counts) => parts.push(counts),
                     None => continue 'columns,

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
-mod page_gather;
+pub(crate) mod page_gather;
 mod range_bits;
 mod row_group_read;
 mod stored_comparisons;

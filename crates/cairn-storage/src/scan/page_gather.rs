@@ -4,22 +4,129 @@
 //! The Parquet record reader gets there too, but it skips to each selected row record by
 //! record, decoding levels and allocating per page. A selective scan's late read — BigFUN's
 //! Q12–Q15 read `author_id` for the thousand of five million messages whose `send_time`
-//! passes, one page each — spent a fifth of the query in that skipping
-//! (bench/results/page-gather/).
+//! passes, one page each — spent a fifth of the query in that skipping, and a fetch of a
+//! thousand users by key (the index join of Q14-M) as much again (bench/results/page-gather/).
+//! Both read such columns here and leave the others to the record reader.
 
-use super::stored_comparisons::{PlainLeaf, fixed_width_array};
 use crate::component::{DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayData, ArrayRef, RecordBatch, RecordBatchOptions, make_array};
+use arrow::buffer::Buffer;
+use arrow::datatypes::{DataType, Schema};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-use parquet::basic::Encoding;
+use parquet::basic::{Compression, Encoding, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
+use std::sync::Arc;
+
+/// Gathered columns: (position among the columns asked for, dataset column, the values of
+/// every row asked for, in order).
+pub(crate) type Gathered = Vec<(usize, usize, ArrayRef)>;
+
+/// Of `columns` (of the dataset schema), those stored as flat fixed-width plain columns in
+/// every row group of `groups`, read at each group's offsets (ascending groups, each with
+/// ascending offsets). `paged` is `component`'s footer with its offset index.
+pub(crate) fn gather_columns(
+    component: &DiskComponent,
+    paged: &ArrowReaderMetadata,
+    groups: &[(usize, Vec<u64>)],
+    columns: &[usize],
+) -> Result<Gathered> {
+    let mut gathered = Vec::new();
+    'columns: for (position, &column) in columns.iter().enumerate() {
+        let mut parts = Vec::with_capacity(groups.len());
+        for (group, offsets) in groups {
+            let Some(plain) = plain_leaf(paged, *group, column) else {
+                continue 'columns;
+            };
+            match gather_plain(component, paged, *group, &plain, offsets)? {
+                Some(values) => parts.push(values),
+                None => continue 'columns,
+            }
+        }
+        let values = match parts.len() {
+            1 => parts.pop().expect("one part"),
+            _ => {
+                let parts: Vec<&dyn arrow::array::Array> =
+                    parts.iter().map(|p| p.as_ref()).collect();
+                arrow::compute::concat(&parts)?
+            }
+        };
+        gathered.push((position, column, values));
+    }
+    Ok(gathered)
+}
+
+/// `columns` without the gathered ones, in order.
+pub(crate) fn not_gathered(columns: &[usize], gathered: &Gathered) -> Vec<usize> {
+    (0..columns.len())
+        .filter(|position| !gathered.iter().any(|(at, ..)| at == position))
+        .map(|position| columns[position])
+        .collect()
+}
+
+/// `batches` (in order, the rows of a read without the `gathered` columns) with those columns
+/// put back at their positions. Their fields come from `schema`, the dataset's; `path` names
+/// the component in errors.
+pub(crate) fn with_gathered(
+    batches: Vec<RecordBatch>,
+    gathered: Gathered,
+    schema: &Schema,
+    path: &std::path::Path,
+) -> Result<Vec<RecordBatch>> {
+    if gathered.is_empty() {
+        return Ok(batches);
+    }
+    let mut first = 0;
+    let mut out = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let rows = batch.num_rows();
+        let width = batch.num_columns() + gathered.len();
+        let batch_schema = batch.schema();
+        let mut decoded = batch_schema
+            .fields()
+            .iter()
+            .cloned()
+            .zip(batch.columns().iter().cloned());
+        let mut fields = Vec::with_capacity(width);
+        let mut columns = Vec::with_capacity(width);
+        let mut next_gathered = gathered.iter().peekable();
+        for position in 0..width {
+            let (field, column) = match next_gathered.next_if(|(at, ..)| *at == position) {
+                Some((_, column, values)) if first + rows <= values.len() => (
+                    Arc::new(schema.field(*column).clone()),
+                    values.slice(first, rows),
+                ),
+                Some(_) => {
+                    return Err(StorageError::corrupt(
+                        path,
+                        "a read returned more rows than were gathered",
+                    ));
+                }
+                None => decoded.next().ok_or_else(|| {
+                    StorageError::corrupt(
+                        path,
+                        format!("a read returned no column for position {position}"),
+                    )
+                })?,
+            };
+            fields.push(field);
+            columns.push(column);
+        }
+        first += rows;
+        out.push(RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?);
+    }
+    Ok(out)
+}
 
 /// The values of column `plain` at `offsets` (ascending offsets of `row_group`), in order;
 /// `None` when `paged` (footer and offset index of `component`) holds no page locations for
 /// the chunk, or the chunk does not start with its first data page.
-pub(super) fn gather_plain(
+pub(crate) fn gather_plain(
     component: &DiskComponent,
     paged: &ArrowReaderMetadata,
     row_group: usize,
@@ -120,4 +227,78 @@ pub(super) fn gather_plain(
         width,
         &mut each,
     )?))
+}
+
+/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding `values`, each the
+/// little-endian bytes of one value, in order.
+pub(crate) fn fixed_width_array<'a>(
+    arrow_type: &DataType,
+    width: usize,
+    values: &mut dyn Iterator<Item = &'a [u8]>,
+) -> Result<ArrayRef> {
+    // Typed, so that the buffer has the values' alignment.
+    let (rows, buffer) = match width {
+        8 => {
+            let values: Vec<i64> = values
+                .map(|v| i64::from_le_bytes(v.try_into().expect("8 bytes")))
+                .collect();
+            (values.len(), Buffer::from_vec(values))
+        }
+        _ => {
+            let values: Vec<i32> = values
+                .map(|v| i32::from_le_bytes(v.try_into().expect("4 bytes")))
+                .collect();
+            (values.len(), Buffer::from_vec(values))
+        }
+    };
+    let data = ArrayData::builder(arrow_type.clone())
+        .len(rows)
+        .add_buffer(buffer)
+        .build()?;
+    Ok(make_array(data))
+}
+
+/// A flat fixed-width column chunk stored plain: its leaf, width and type, and whether its
+/// pages are uncompressed (so that `plain_chunk` can test it in place).
+pub(crate) struct PlainLeaf {
+    pub(crate) leaf: usize,
+    pub(crate) width: usize,
+    pub(crate) arrow_type: DataType,
+    pub(crate) uncompressed: bool,
+}
+
+/// Column `column` (of the dataset schema) in `row_group`, when the footer says it is a flat
+/// 32- or 64-bit integer, date or timestamp column whose chunk there is plain (compressed or
+/// not), without a dictionary and without nulls: each page's values are then its last
+/// `rows × width` bytes once decompressed.
+pub(crate) fn plain_leaf(
+    footer: &ArrowReaderMetadata,
+    row_group: usize,
+    column: usize,
+) -> Option<PlainLeaf> {
+    let field = footer.schema().fields().get(column)?;
+    let (width, physical) = match field.data_type() {
+        DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
+        DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
+        _ => return None,
+    };
+    let schema = footer.parquet_schema();
+    let leaf =
+        (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
+    let descriptor = schema.column(leaf);
+    let chunk = footer.metadata().row_groups().get(row_group)?.column(leaf);
+    let plain = descriptor.path().parts().len() == 1
+        && descriptor.max_rep_level() == 0
+        && chunk.column_type() == physical
+        && chunk.dictionary_page_offset().is_none()
+        && chunk
+            .encodings()
+            .all(|e| matches!(e, Encoding::PLAIN | Encoding::RLE))
+        && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
+    plain.then(|| PlainLeaf {
+        leaf,
+        width,
+        arrow_type: field.data_type().clone(),
+        uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
+    })
 }

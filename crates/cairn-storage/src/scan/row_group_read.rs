@@ -3,8 +3,8 @@
 //! (late materialization) — with deleted rows dropped and the units holding a match noted for
 //! the predicate cache.
 
-use super::page_gather::gather_plain;
-use super::stored_comparisons::{StoredComparisons, plain_leaf};
+use super::page_gather::{gather_columns, not_gathered, with_gathered};
+use super::stored_comparisons::StoredComparisons;
 use super::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
@@ -472,19 +472,9 @@ impl SelectedRows<'_> {
         let batches: Vec<RecordBatch> = if sparse {
             let paged = self.component.paged_metadata()?;
             // Flat fixed-width columns stored plain come straight from their pages.
-            let mut gathered: Vec<(usize, usize, ArrayRef)> = Vec::new();
-            for (index, &column) in columns.iter().enumerate() {
-                if let Some(plain) = plain_leaf(self.metadata, self.row_group, column)
-                    && let Some(values) =
-                        gather_plain(self.component, &paged, self.row_group, &plain, offsets)?
-                {
-                    gathered.push((index, column, values));
-                }
-            }
-            let decoded: Vec<usize> = (0..columns.len())
-                .filter(|index| !gathered.iter().any(|(gathered, ..)| gathered == index))
-                .map(|index| columns[index])
-                .collect();
+            let groups = [(self.row_group, offsets.to_vec())];
+            let gathered = gather_columns(self.component, &paged, &groups, columns)?;
+            let decoded = not_gathered(columns, &gathered);
             let batches = if decoded.is_empty() {
                 vec![columnless_batch(offsets.len())?]
             } else {
@@ -497,12 +487,8 @@ impl SelectedRows<'_> {
                 let batches = just_these.read_offsets(Some(&decoded), struct_fields)?;
                 batches.into_iter().map(|(batch, _)| batch).collect()
             };
-            if gathered.is_empty() {
-                batches
-            } else {
-                let schema = self.metadata.schema();
-                with_gathered(batches, gathered, schema, &self.component.path)?
-            }
+            let schema = self.metadata.schema();
+            with_gathered(batches, gathered, schema, &self.component.path)?
         } else {
             let mut wanted = offsets.iter().peekable();
             let mut kept = Vec::new();
@@ -569,57 +555,6 @@ impl SelectedRows<'_> {
             live_offsets,
         ))
     }
-}
-
-/// `batches` (in order, the rows of a read without the `gathered` columns) with those columns
-/// put back at their positions: `(position, dataset column, values of every row)`, ascending
-/// by position. Their fields come from `schema`, the dataset's; `path` names the component
-/// in errors.
-fn with_gathered(
-    batches: Vec<RecordBatch>,
-    gathered: Vec<(usize, usize, ArrayRef)>,
-    schema: &arrow::datatypes::Schema,
-    path: &std::path::Path,
-) -> Result<Vec<RecordBatch>> {
-    let mut first = 0;
-    let mut out = Vec::with_capacity(batches.len());
-    for batch in batches {
-        let rows = batch.num_rows();
-        let width = batch.num_columns() + gathered.len();
-        let batch_schema = batch.schema();
-        let mut decoded = batch_schema
-            .fields()
-            .iter()
-            .cloned()
-            .zip(batch.columns().iter().cloned());
-        let mut fields = Vec::with_capacity(width);
-        let mut columns = Vec::with_capacity(width);
-        let mut next_gathered = gathered.iter().peekable();
-        for position in 0..width {
-            let (field, column) = match next_gathered.next_if(|(at, ..)| *at == position) {
-                Some((_, column, values)) => (
-                    Arc::new(schema.field(*column).clone()),
-                    values.slice(first, rows),
-                ),
-                None => decoded.next().ok_or_else(|| {
-                    StorageError::corrupt(
-                        path,
-                        format!("a late read returned no column for position {position}"),
-                    )
-                })?,
-            };
-            fields.push(field);
-            columns.push(column);
-        }
-        first += rows;
-        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
-        out.push(RecordBatch::try_new_with_options(
-            schema,
-            columns,
-            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?);
-    }
-    Ok(out)
 }
 
 /// Marks the unit of every row `mask` passes (rows at `offsets` of the row group).

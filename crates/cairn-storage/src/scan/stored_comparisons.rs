@@ -8,16 +8,16 @@
 //! page's position, its size including the header, and its first row, and a plain page of a
 //! flat column without nulls ends in its values, whatever definition levels precede them.
 
+use super::page_gather::{PlainLeaf, fixed_width_array, plain_leaf};
 use super::range_bits::append_in_range;
 use super::{ColumnComparison, ComparisonOp};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
-use arrow::array::{ArrayData, ArrayRef, RecordBatch, make_array};
-use arrow::buffer::{BooleanBuffer, Buffer};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Schema};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-use parquet::basic::{Compression, Encoding, Type as PhysicalType};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -219,80 +219,6 @@ impl StoredComparisons {
         }
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }
-}
-
-/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding `values`, each the
-/// little-endian bytes of one value, in order.
-pub(super) fn fixed_width_array<'a>(
-    arrow_type: &DataType,
-    width: usize,
-    values: &mut dyn Iterator<Item = &'a [u8]>,
-) -> Result<ArrayRef> {
-    // Typed, so that the buffer has the values' alignment.
-    let (rows, buffer) = match width {
-        8 => {
-            let values: Vec<i64> = values
-                .map(|v| i64::from_le_bytes(v.try_into().expect("8 bytes")))
-                .collect();
-            (values.len(), Buffer::from_vec(values))
-        }
-        _ => {
-            let values: Vec<i32> = values
-                .map(|v| i32::from_le_bytes(v.try_into().expect("4 bytes")))
-                .collect();
-            (values.len(), Buffer::from_vec(values))
-        }
-    };
-    let data = ArrayData::builder(arrow_type.clone())
-        .len(rows)
-        .add_buffer(buffer)
-        .build()?;
-    Ok(make_array(data))
-}
-
-/// A flat fixed-width column chunk stored plain: its leaf, width and type, and whether its
-/// pages are uncompressed (so that `plain_chunk` can test it in place).
-pub(super) struct PlainLeaf {
-    pub(super) leaf: usize,
-    pub(super) width: usize,
-    pub(super) arrow_type: DataType,
-    pub(super) uncompressed: bool,
-}
-
-/// Column `column` (of the dataset schema) in `row_group`, when the footer says it is a flat
-/// 32- or 64-bit integer, date or timestamp column whose chunk there is plain (compressed or
-/// not), without a dictionary and without nulls: each page's values are then its last
-/// `rows × width` bytes once decompressed.
-pub(super) fn plain_leaf(
-    footer: &ArrowReaderMetadata,
-    row_group: usize,
-    column: usize,
-) -> Option<PlainLeaf> {
-    let field = footer.schema().fields().get(column)?;
-    let (width, physical) = match field.data_type() {
-        DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
-        DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
-        _ => return None,
-    };
-    let schema = footer.parquet_schema();
-    let leaf =
-        (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
-    let descriptor = schema.column(leaf);
-    let chunk = footer.metadata().row_groups().get(row_group)?.column(leaf);
-    let plain = descriptor.path().parts().len() == 1
-        && descriptor.max_rep_level() == 0
-        && chunk.column_type() == physical
-        && chunk.dictionary_page_offset().is_none()
-        && chunk
-            .encodings()
-            .all(|e| matches!(e, Encoding::PLAIN | Encoding::RLE))
-        && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
-    plain.then(|| PlainLeaf {
-        leaf,
-        width,
-        arrow_type: field.data_type().clone(),
-        uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
-    })
 }
 
 /// `plain`'s chunk in `row_group` as a [`PlainChunk`], when `metadata`'s page locations fit
