@@ -231,10 +231,10 @@ pub(crate) fn gather_plain(
 
 /// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding `values`, each the
 /// little-endian bytes of one value, in order.
-pub(crate) fn fixed_width_array<'a>(
+pub(crate) fn fixed_width_array(
     arrow_type: &DataType,
     width: usize,
-    values: &mut dyn Iterator<Item = &'a [u8]>,
+    values: &mut dyn Iterator<Item = &[u8]>,
 ) -> Result<ArrayRef> {
     // Typed, so that the buffer has the values' alignment.
     let (rows, buffer) = match width {
