@@ -9,7 +9,7 @@
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
-use crate::scan::page_gather::{gather_columns, not_gathered, with_gathered};
+use crate::scan::page_gather::{concatenated, gather_columns, not_gathered, with_gathered};
 use crate::scan::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
@@ -430,10 +430,7 @@ impl DiskComponent {
                     None => continue 'columns,
                 }
             }
-            let parts: Vec<&dyn arrow::array::Array> = parts.iter().map(|p| p.as_ref()).collect();
-            let counts =
-                arrow::compute::concat(&parts).map_err(|e| parquet_error(&self.path, e))?;
-            counted.push((column, counts));
+            counted.push((column, concatenated(parts)?));
         }
         Ok(counted)
     }

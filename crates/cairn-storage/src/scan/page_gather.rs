@@ -33,6 +33,9 @@ pub(crate) fn gather_columns(
     columns: &[usize],
 ) -> Result<Gathered> {
     let mut gathered = Vec::new();
+    if groups.is_empty() {
+        return Ok(gathered);
+    }
     'columns: for (position, &column) in columns.iter().enumerate() {
         let mut parts = Vec::with_capacity(groups.len());
         for (group, offsets) in groups {
@@ -44,17 +47,20 @@ pub(crate) fn gather_columns(
                 None => continue 'columns,
             }
         }
-        let values = match parts.len() {
-            1 => parts.pop().expect("one part"),
-            _ => {
-                let parts: Vec<&dyn arrow::array::Array> =
-                    parts.iter().map(|p| p.as_ref()).collect();
-                arrow::compute::concat(&parts)?
-            }
-        };
-        gathered.push((position, column, values));
+        gathered.push((position, column, concatenated(parts)?));
     }
     Ok(gathered)
+}
+
+/// `parts` (at least one) end to end; a single part as it is.
+pub(crate) fn concatenated(parts: Vec<ArrayRef>) -> Result<ArrayRef> {
+    match parts.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => {
+            let parts: Vec<&dyn arrow::array::Array> = parts.iter().map(|p| p.as_ref()).collect();
+            Ok(arrow::compute::concat(&parts)?)
+        }
+    }
 }
 
 /// `columns` without the gathered ones, in order.
@@ -168,14 +174,14 @@ pub(crate) fn gather_plain(
         (first, end)
     };
     let mut reader = component.page_reader(chunk, group_rows as usize, locations.to_vec())?;
-    // The page the reader returns next, and the values of the page last read.
+    // The page the reader returns next, and the rows and values of the page last read (at
+    // first none, so that the first row reads its page).
     let mut next_page = 0usize;
-    let mut current: Option<(u64, u64, Bytes)> = None;
+    let (mut first, mut end, mut page_values) = (0u64, 0u64, Bytes::new());
     let width = plain.width;
     let mut values: Vec<u8> = Vec::with_capacity(offsets.len() * width);
     for &offset in offsets {
-        let holds = |(first, end, _): &(u64, u64, Bytes)| (*first..*end).contains(&offset);
-        if !current.as_ref().is_some_and(holds) {
+        if !(first..end).contains(&offset) {
             let page = locations
                 .partition_point(|location| location.first_row_index.max(0) as u64 <= offset)
                 .checked_sub(1)
@@ -206,47 +212,48 @@ pub(crate) fn gather_plain(
                     )));
                 }
             };
-            let (first, end) = page_rows(page);
-            let bytes = ((end - first) as usize)
-                .checked_mul(width)
+            (first, end) = page_rows(page);
+            let bytes = end
+                .checked_sub(first)
+                .and_then(|rows| (rows as usize).checked_mul(width))
                 .filter(|&bytes| bytes <= buffer.len())
                 .ok_or_else(|| {
                     corrupt(format!(
                         "page {page} of row group {row_group} holds fewer values than its rows"
                     ))
                 })?;
-            current = Some((first, end, buffer.slice(buffer.len() - bytes..)));
+            page_values = buffer.slice(buffer.len() - bytes..);
         }
-        let (first, _, page_values) = current.as_ref().expect("the page holding the row");
         let at = (offset - first) as usize * width;
         values.extend_from_slice(&page_values[at..at + width]);
     }
-    let mut each = values.chunks_exact(width);
-    Ok(Some(fixed_width_array(
-        &plain.arrow_type,
-        width,
-        &mut each,
-    )?))
+    Ok(Some(fixed_width_array(&plain.arrow_type, width, &values)?))
 }
 
-/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding `values`, each the
-/// little-endian bytes of one value, in order.
+/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding the values whose
+/// little-endian bytes `values` holds end to end.
 pub(crate) fn fixed_width_array(
     arrow_type: &DataType,
     width: usize,
-    values: &mut dyn Iterator<Item = &[u8]>,
+    values: &[u8],
 ) -> Result<ArrayRef> {
     // Typed, so that the buffer has the values' alignment.
     let (rows, buffer) = match width {
         8 => {
             let values: Vec<i64> = values
-                .map(|v| i64::from_le_bytes(v.try_into().expect("8 bytes")))
+                .as_chunks()
+                .0
+                .iter()
+                .map(|v| i64::from_le_bytes(*v))
                 .collect();
             (values.len(), Buffer::from_vec(values))
         }
         _ => {
             let values: Vec<i32> = values
-                .map(|v| i32::from_le_bytes(v.try_into().expect("4 bytes")))
+                .as_chunks()
+                .0
+                .iter()
+                .map(|v| i32::from_le_bytes(*v))
                 .collect();
             (values.len(), Buffer::from_vec(values))
         }

@@ -71,8 +71,7 @@ fn in_range(value: i64, low: i64, high: i64) -> bool {
 fn plain_words<const W: usize>(values: &[u8], out: &mut Vec<u8>, test: impl Fn(&[u8; W]) -> bool) {
     let pack = |block: &[u8]| {
         let mut word = 0u64;
-        for (bit, value) in block.chunks_exact(W).enumerate() {
-            let value: &[u8; W] = value.try_into().expect("W bytes");
+        for (bit, value) in block.as_chunks::<W>().0.iter().enumerate() {
             word |= (test(value) as u64) << bit;
         }
         word

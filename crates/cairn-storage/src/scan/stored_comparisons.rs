@@ -202,20 +202,18 @@ impl StoredComparisons {
             // The value bytes of each offset's row, in order; the pages hold every row below
             // `rows` (plain_chunk checks), so each offset finds its page.
             let mut pages = chunk.pages.iter().peekable();
-            let mut stored = offsets.iter().filter_map(|&offset| {
+            let mut stored = Vec::with_capacity(offsets.len() * chunk.width);
+            for &offset in offsets {
                 while pages
                     .next_if(|page| page.first_row + page.rows <= offset)
                     .is_some()
                 {}
-                let page = pages.peek()?;
-                let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
-                Some(&chunk.bytes[at..at + chunk.width])
-            });
-            arrays.push(fixed_width_array(
-                &chunk.arrow_type,
-                chunk.width,
-                &mut stored,
-            )?);
+                if let Some(page) = pages.peek() {
+                    let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
+                    stored.extend_from_slice(&chunk.bytes[at..at + chunk.width]);
+                }
+            }
+            arrays.push(fixed_width_array(&chunk.arrow_type, chunk.width, &stored)?);
         }
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }
