@@ -9,8 +9,8 @@
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
-use crate::scan::page_gather::{concatenated, gather_columns, not_gathered, with_gathered};
-use crate::scan::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
+use crate::scan::page_gather::{concatenated, read_gathering};
+use crate::scan::text_lengths::{read_text_lengths, uncounted, with_counts};
 use arrow::array::{ArrayData, ArrayRef, MutableArrayData, RecordBatch, make_array};
 use arrow::compute::interleave_record_batch;
 use cairn_model::Record;
@@ -367,17 +367,11 @@ impl DiskComponent {
         let groups = self.offsets_by_row_group(rows)?;
         let counted = self.counted_rows(&metadata, &groups, &columns, &narrowing.text_lengths)?;
         let decoded_columns = uncounted(&columns, &counted);
-        // Flat fixed-width columns stored plain come straight from their pages.
-        let gathered = gather_columns(self, &metadata, &groups, &decoded_columns)?;
-        let read_columns = not_gathered(&decoded_columns, &gathered);
-        let decoded = if read_columns.is_empty() {
-            vec![columnless_batch(rows.len())?]
-        } else {
-            let (columns, selection) = (Some(read_columns.as_slice()), Some(selection));
+        let read = |others: &[usize]| {
             let fields = &narrowing.struct_fields;
-            self.read_narrowed(&metadata, row_groups, columns, selection, fields)?
+            self.read_narrowed(&metadata, row_groups, Some(others), Some(selection), fields)
         };
-        let decoded = with_gathered(decoded, gathered, metadata.schema(), &self.path)?;
+        let decoded = read_gathering(self, &metadata, &groups, rows.len(), &decoded_columns, read)?;
         if counted.is_empty() {
             return Ok(decoded);
         }

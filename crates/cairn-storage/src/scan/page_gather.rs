@@ -8,6 +8,7 @@
 //! thousand users by key (the index join of Q14-M) as much again (bench/results/page-gather/).
 //! Both read such columns here and leave the others to the record reader.
 
+use super::text_lengths::columnless_batch;
 use crate::component::{DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
 use arrow::array::{ArrayData, ArrayRef, RecordBatch, RecordBatchOptions, make_array};
@@ -21,12 +22,35 @@ use std::sync::Arc;
 
 /// Gathered columns: (position among the columns asked for, dataset column, the values of
 /// every row asked for, in order).
-pub(crate) type Gathered = Vec<(usize, usize, ArrayRef)>;
+type Gathered = Vec<(usize, usize, ArrayRef)>;
+
+/// `columns` (of the dataset schema) of the rows `groups` names (ascending row groups of
+/// `component`, each with ascending offsets; `rows` in all), in that order: the flat
+/// fixed-width plain columns gathered from their pages, the others by `read` (given them in
+/// order, it returns their batches for the same rows). `paged` is the component's footer
+/// with its offset index.
+pub(crate) fn read_gathering(
+    component: &DiskComponent,
+    paged: &ArrowReaderMetadata,
+    groups: &[(usize, Vec<u64>)],
+    rows: usize,
+    columns: &[usize],
+    read: impl FnOnce(&[usize]) -> Result<Vec<RecordBatch>>,
+) -> Result<Vec<RecordBatch>> {
+    let gathered = gather_columns(component, paged, groups, columns)?;
+    let others = not_gathered(columns, &gathered);
+    let batches = if others.is_empty() {
+        vec![columnless_batch(rows)?]
+    } else {
+        read(&others)?
+    };
+    with_gathered(batches, gathered, paged.schema(), &component.path)
+}
 
 /// Of `columns` (of the dataset schema), those stored as flat fixed-width plain columns in
 /// every row group of `groups`, read at each group's offsets (ascending groups, each with
 /// ascending offsets). `paged` is `component`'s footer with its offset index.
-pub(crate) fn gather_columns(
+fn gather_columns(
     component: &DiskComponent,
     paged: &ArrowReaderMetadata,
     groups: &[(usize, Vec<u64>)],
@@ -64,7 +88,7 @@ pub(crate) fn concatenated(parts: Vec<ArrayRef>) -> Result<ArrayRef> {
 }
 
 /// `columns` without the gathered ones, in order.
-pub(crate) fn not_gathered(columns: &[usize], gathered: &Gathered) -> Vec<usize> {
+fn not_gathered(columns: &[usize], gathered: &Gathered) -> Vec<usize> {
     (0..columns.len())
         .filter(|position| !gathered.iter().any(|(at, ..)| at == position))
         .map(|position| columns[position])
@@ -74,7 +98,7 @@ pub(crate) fn not_gathered(columns: &[usize], gathered: &Gathered) -> Vec<usize>
 /// `batches` (in order, the rows of a read without the `gathered` columns) with those columns
 /// put back at their positions. Their fields come from `schema`, the dataset's; `path` names
 /// the component in errors.
-pub(crate) fn with_gathered(
+fn with_gathered(
     batches: Vec<RecordBatch>,
     gathered: Gathered,
     schema: &Schema,
@@ -132,7 +156,7 @@ pub(crate) fn with_gathered(
 /// The values of column `plain` at `offsets` (ascending offsets of `row_group`), in order;
 /// `None` when `paged` (footer and offset index of `component`) holds no page locations for
 /// the chunk, or the chunk does not start with its first data page.
-pub(crate) fn gather_plain(
+fn gather_plain(
     component: &DiskComponent,
     paged: &ArrowReaderMetadata,
     row_group: usize,

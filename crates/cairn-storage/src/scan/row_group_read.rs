@@ -3,7 +3,7 @@
 //! (late materialization) — with deleted rows dropped and the units holding a match noted for
 //! the predicate cache.
 
-use super::page_gather::{gather_columns, not_gathered, with_gathered};
+use super::page_gather::read_gathering;
 use super::stored_comparisons::StoredComparisons;
 use super::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
@@ -471,24 +471,24 @@ impl SelectedRows<'_> {
         let sparse = reads_sparsely(&runs, rows_read);
         let batches: Vec<RecordBatch> = if sparse {
             let paged = self.component.paged_metadata()?;
-            // Flat fixed-width columns stored plain come straight from their pages.
             let groups = [(self.row_group, offsets.to_vec())];
-            let gathered = gather_columns(self.component, &paged, &groups, columns)?;
-            let decoded = not_gathered(columns, &gathered);
-            let batches = if decoded.is_empty() {
-                vec![columnless_batch(offsets.len())?]
-            } else {
-                let just_these = SelectedRows {
-                    metadata: &paged,
-                    selection: Some(row_selection(&runs)),
-                    runs,
-                    ..*self
-                };
-                let batches = just_these.read_offsets(Some(&decoded), struct_fields)?;
-                batches.into_iter().map(|(batch, _)| batch).collect()
-            };
-            let schema = self.metadata.schema();
-            with_gathered(batches, gathered, schema, &self.component.path)?
+            read_gathering(
+                self.component,
+                &paged,
+                &groups,
+                offsets.len(),
+                columns,
+                |others| {
+                    let just_these = SelectedRows {
+                        metadata: &paged,
+                        selection: Some(row_selection(&runs)),
+                        runs,
+                        ..*self
+                    };
+                    let batches = just_these.read_offsets(Some(others), struct_fields)?;
+                    Ok(batches.into_iter().map(|(batch, _)| batch).collect())
+                },
+            )?
         } else {
             let mut wanted = offsets.iter().peekable();
             let mut kept = Vec::new();
