@@ -262,25 +262,21 @@ pub(crate) fn fixed_width_array(
     values: &[u8],
 ) -> Result<ArrayRef> {
     // Typed, so that the buffer has the values' alignment.
+    fn decoded<T: arrow::datatypes::ArrowNativeType, const W: usize>(
+        values: &[u8],
+        from_le_bytes: fn([u8; W]) -> T,
+    ) -> (usize, Buffer) {
+        let values: Vec<T> = values
+            .as_chunks()
+            .0
+            .iter()
+            .map(|v| from_le_bytes(*v))
+            .collect();
+        (values.len(), Buffer::from_vec(values))
+    }
     let (rows, buffer) = match width {
-        8 => {
-            let values: Vec<i64> = values
-                .as_chunks()
-                .0
-                .iter()
-                .map(|v| i64::from_le_bytes(*v))
-                .collect();
-            (values.len(), Buffer::from_vec(values))
-        }
-        _ => {
-            let values: Vec<i32> = values
-                .as_chunks()
-                .0
-                .iter()
-                .map(|v| i32::from_le_bytes(*v))
-                .collect();
-            (values.len(), Buffer::from_vec(values))
-        }
+        8 => decoded(values, i64::from_le_bytes),
+        _ => decoded(values, i32::from_le_bytes),
     };
     let data = ArrayData::builder(arrow_type.clone())
         .len(rows)
