@@ -34,6 +34,10 @@ extensions_options! {
         /// How equi-joins are run: `auto` (by estimated cost), or, for experiments, `hash`
         /// (never an index nested-loop join) or `index` (one wherever an index serves it).
         pub join_method: String, default = "auto".to_string()
+        /// Hash partitions of the final aggregate of a large input, when more than the
+        /// planner chose (0: as planned); see single_phase_aggregate.rs.
+        pub final_aggregate_partitions: usize,
+            default = crate::single_phase_aggregate::LARGE_FINAL_AGGREGATE_PARTITIONS
     }
 }
 

@@ -1,6 +1,7 @@
-//! Single-phase aggregates for short queries: a physical optimizer rule that turns a partial
-//! aggregate, a hash repartition and a final aggregate over one small input partition into one
-//! aggregate in `Single` mode.
+//! How two-phase aggregates are split, by the size of their input: a physical optimizer rule
+//! that turns a partial aggregate, a hash repartition and a final aggregate over one small
+//! input partition into one aggregate in `Single` mode, and splits the final aggregate of a
+//! large input into more hash partitions than there are cores.
 //!
 //! DataFusion plans every GROUP BY in two phases so the final one can run on all cores. Over a
 //! single input partition of a few hundred rows (a GROUP BY above an index nested-loop join,
@@ -8,6 +9,15 @@
 //! partition: about 0.7 ms of a 4–5 ms query. The rewrite changes the aggregate's output from
 //! the repartition's partitions to one, so it is made only where no operator above depends on
 //! the partitioning: under a chain of operators that take any partitioning as it comes.
+//!
+//! At the other end, a final aggregate over hundreds of thousands of groups (BigFUN Q8-F:
+//! 454,000 screen names among 2.5 M chirps, where partial aggregation merges too little to
+//! be kept) waits on memory: each row probes a hash table of about 15 MB, far beyond a core's
+//! cache (bench/results/short-query-profile/). Split into [`LARGE_FINAL_AGGREGATE_PARTITIONS`]
+//! hash partitions, each batch a partition receives probes a table a sixteenth that size; on
+//! two cores that made Q8-F about a fifth faster (bench/results/final-aggregate-partitions/).
+//! The same rule of partitioning-free operators above applies, since the output partition
+//! count changes.
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -23,13 +33,24 @@ use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, ExecutionPlan, ExecutionPlanProperties, ReplaceChildrenOptions,
+    ChildrenPropertiesMode, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    ReplaceChildrenOptions,
 };
 use std::sync::Arc;
 
 /// Inputs estimated at more rows than this keep the two phases: a wrong estimate then costs
 /// at most a single-threaded final phase over this many rows' groups.
 pub const SINGLE_PHASE_INPUT_ROWS_MAX: usize = 8192;
+
+/// Hash partitions of a final aggregate over more than
+/// [`LARGE_FINAL_AGGREGATE_INPUT_ROWS`] estimated rows, unless the session sets
+/// `cairn.final_aggregate_partitions`. Chosen by bench/results/final-aggregate-partitions/
+/// (16 and 32 alike on Q8-F, 128 slower than 2).
+pub const LARGE_FINAL_AGGREGATE_PARTITIONS: usize = 16;
+
+/// Estimated input rows (of the partial aggregate) above which a final aggregate may hold
+/// groups enough to overflow a core's cache: 100,000 groups of 32 bytes each are 3 MB.
+pub const LARGE_FINAL_AGGREGATE_INPUT_ROWS: usize = 100_000;
 
 #[derive(Debug, Default)]
 pub struct SinglePhaseAggregate;
@@ -38,10 +59,16 @@ impl PhysicalOptimizerRule for SinglePhaseAggregate {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let final_partitions = config
+            .extensions
+            .get::<crate::access_path::CairnOptions>()
+            .map_or(LARGE_FINAL_AGGREGATE_PARTITIONS, |options| {
+                options.final_aggregate_partitions
+            });
         // The query's root may produce any number of partitions: its caller merges them.
-        rewrite(plan, true)
+        rewrite(plan, true, final_partitions)
     }
 
     fn name(&self) -> &str {
@@ -58,9 +85,13 @@ impl PhysicalOptimizerRule for SinglePhaseAggregate {
 fn rewrite(
     plan: Arc<dyn ExecutionPlan>,
     partitioning_free: bool,
+    final_partitions: usize,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let plan = match partitioning_free {
-        true => single_phase(&plan)?.unwrap_or(plan),
+        true => match single_phase(&plan)? {
+            Some(single) => single,
+            None => more_partitions(&plan, final_partitions)?.unwrap_or(plan),
+        },
         false => plan,
     };
     let passes_partitioning_through = plan.is::<ProjectionExec>()
@@ -79,6 +110,7 @@ fn rewrite(
             rewrite(
                 child.clone(),
                 partitioning_free && passes_partitioning_through,
+                final_partitions,
             )
         })
         .collect::<Result<Vec<_>>>()?;
@@ -94,6 +126,58 @@ fn rewrite(
             ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
         )
     }
+}
+
+/// `plan` over `partitions` hash partitions, if it is a final aggregate over a hash
+/// repartition into fewer of a partial aggregate whose input is estimated at more than
+/// [`LARGE_FINAL_AGGREGATE_INPUT_ROWS`] rows.
+fn more_partitions(
+    plan: &Arc<dyn ExecutionPlan>,
+    partitions: usize,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(last) = plan.downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
+    if *last.mode() != AggregateMode::FinalPartitioned {
+        return Ok(None);
+    }
+    let Some(repartition) = last.input().downcast_ref::<RepartitionExec>() else {
+        return Ok(None);
+    };
+    let Partitioning::Hash(exprs, count) = repartition.partitioning() else {
+        return Ok(None);
+    };
+    if *count >= partitions || repartition.preserve_order() {
+        return Ok(None);
+    }
+    let Some(partial) = repartition.input().downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
+    if *partial.mode() != AggregateMode::Partial
+        || estimated_rows(partial.input())? <= Some(LARGE_FINAL_AGGREGATE_INPUT_ROWS)
+    {
+        return Ok(None);
+    }
+    let wider = RepartitionExec::try_new(
+        repartition.input().clone(),
+        Partitioning::Hash(exprs.clone(), partitions),
+    )?;
+    let wider: Arc<dyn ExecutionPlan> = Arc::new(wider);
+    Ok(Some(plan.clone().replace_children(
+        vec![wider],
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )?))
+}
+
+/// The planner's estimate of `plan`'s output rows, if it has one.
+fn estimated_rows(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<usize>> {
+    let rows = StatisticsContext::new()
+        .compute(plan.as_ref(), &StatisticsArgs::new())?
+        .num_rows;
+    Ok(match rows {
+        Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows),
+        Precision::Absent => None,
+    })
 }
 
 /// `plan` as one `Single` aggregate, if it is a final aggregate over a hash repartition of a
@@ -121,13 +205,7 @@ fn single_phase(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Executio
     {
         return Ok(None);
     }
-    let rows = StatisticsContext::new()
-        .compute(input.as_ref(), &StatisticsArgs::new())?
-        .num_rows;
-    let small = match rows {
-        Precision::Exact(rows) | Precision::Inexact(rows) => rows <= SINGLE_PHASE_INPUT_ROWS_MAX,
-        Precision::Absent => false,
-    };
+    let small = estimated_rows(input)?.is_some_and(|rows| rows <= SINGLE_PHASE_INPUT_ROWS_MAX);
     if !small {
         return Ok(None);
     }
