@@ -80,18 +80,15 @@ impl PhysicalOptimizerRule for SinglePhaseAggregate {
     }
 }
 
-/// Rewrites `plan`'s small two-phase aggregates. `partitioning_free`: whether every operator
-/// above `plan` takes its input partitioning as it comes.
+/// Rewrites `plan`'s two-phase aggregates by the size of their input. `partitioning_free`:
+/// whether every operator above `plan` takes its input partitioning as it comes.
 fn rewrite(
     plan: Arc<dyn ExecutionPlan>,
     partitioning_free: bool,
     final_partitions: usize,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let plan = match partitioning_free {
-        true => match single_phase(&plan)? {
-            Some(single) => single,
-            None => more_partitions(&plan, final_partitions)?.unwrap_or(plan),
-        },
+        true => resized(&plan, final_partitions)?.unwrap_or(plan),
         false => plan,
     };
     let passes_partitioning_through = plan.is::<ProjectionExec>()
@@ -128,33 +125,85 @@ fn rewrite(
     }
 }
 
-/// `plan` over `partitions` hash partitions, if it is a final aggregate over a hash
-/// repartition into fewer of a partial aggregate whose input is estimated at more than
+/// A final aggregate over a hash repartition of a partial aggregate, with the planner's
+/// estimate of the partial aggregate's input rows.
+struct TwoPhase<'a> {
+    last: &'a AggregateExec,
+    repartition: &'a RepartitionExec,
+    partial: &'a AggregateExec,
+    input_rows: Option<usize>,
+}
+
+impl<'a> TwoPhase<'a> {
+    /// `plan` as a two-phase aggregate, if it is one.
+    fn of(plan: &'a Arc<dyn ExecutionPlan>) -> Result<Option<TwoPhase<'a>>> {
+        let Some(last) = plan.downcast_ref::<AggregateExec>() else {
+            return Ok(None);
+        };
+        if !matches!(
+            last.mode(),
+            AggregateMode::FinalPartitioned | AggregateMode::Final
+        ) {
+            return Ok(None);
+        }
+        let Some(repartition) = last.input().downcast_ref::<RepartitionExec>() else {
+            return Ok(None);
+        };
+        let Some(partial) = repartition.input().downcast_ref::<AggregateExec>() else {
+            return Ok(None);
+        };
+        if *partial.mode() != AggregateMode::Partial {
+            return Ok(None);
+        }
+        let rows = StatisticsContext::new()
+            .compute(partial.input().as_ref(), &StatisticsArgs::new())?
+            .num_rows;
+        let input_rows = match rows {
+            Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows),
+            Precision::Absent => None,
+        };
+        Ok(Some(TwoPhase {
+            last,
+            repartition,
+            partial,
+            input_rows,
+        }))
+    }
+}
+
+/// `plan` as one `Single` aggregate if it is a two-phase aggregate of a small input, or with
+/// its final phase over `final_partitions` hash partitions if of a large one.
+fn resized(
+    plan: &Arc<dyn ExecutionPlan>,
+    final_partitions: usize,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(two_phase) = TwoPhase::of(plan)? else {
+        return Ok(None);
+    };
+    match single_phase(&two_phase)? {
+        Some(single) => Ok(Some(single)),
+        None => more_partitions(plan, &two_phase, final_partitions),
+    }
+}
+
+/// `plan` (`two_phase`) over `partitions` hash partitions, if its final phase is partitioned
+/// by a hash repartition into fewer and its input is estimated at more than
 /// [`LARGE_FINAL_AGGREGATE_INPUT_ROWS`] rows.
 fn more_partitions(
     plan: &Arc<dyn ExecutionPlan>,
+    two_phase: &TwoPhase<'_>,
     partitions: usize,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let Some(last) = plan.downcast_ref::<AggregateExec>() else {
-        return Ok(None);
-    };
-    if *last.mode() != AggregateMode::FinalPartitioned {
-        return Ok(None);
-    }
-    let Some(repartition) = last.input().downcast_ref::<RepartitionExec>() else {
-        return Ok(None);
-    };
+    let repartition = two_phase.repartition;
     let Partitioning::Hash(exprs, count) = repartition.partitioning() else {
         return Ok(None);
     };
-    if *count >= partitions || repartition.preserve_order() {
-        return Ok(None);
-    }
-    let Some(partial) = repartition.input().downcast_ref::<AggregateExec>() else {
-        return Ok(None);
-    };
-    if *partial.mode() != AggregateMode::Partial
-        || estimated_rows(partial.input())? <= Some(LARGE_FINAL_AGGREGATE_INPUT_ROWS)
+    if *two_phase.last.mode() != AggregateMode::FinalPartitioned
+        || *count >= partitions
+        || repartition.preserve_order()
+        || !two_phase
+            .input_rows
+            .is_some_and(|rows| rows > LARGE_FINAL_AGGREGATE_INPUT_ROWS)
     {
         return Ok(None);
     }
@@ -169,44 +218,15 @@ fn more_partitions(
     )?))
 }
 
-/// The planner's estimate of `plan`'s output rows, if it has one.
-fn estimated_rows(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<usize>> {
-    let rows = StatisticsContext::new()
-        .compute(plan.as_ref(), &StatisticsArgs::new())?
-        .num_rows;
-    Ok(match rows {
-        Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows),
-        Precision::Absent => None,
-    })
-}
-
-/// `plan` as one `Single` aggregate, if it is a final aggregate over a hash repartition of a
-/// partial aggregate whose input is one partition of at most
+/// `two_phase` as one `Single` aggregate, if its input is one partition of at most
 /// [`SINGLE_PHASE_INPUT_ROWS_MAX`] estimated rows.
-fn single_phase(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let Some(last) = plan.downcast_ref::<AggregateExec>() else {
-        return Ok(None);
-    };
-    if !matches!(
-        last.mode(),
-        AggregateMode::FinalPartitioned | AggregateMode::Final
-    ) {
-        return Ok(None);
-    }
-    let Some(repartition) = last.input().downcast_ref::<RepartitionExec>() else {
-        return Ok(None);
-    };
-    let Some(partial) = repartition.input().downcast_ref::<AggregateExec>() else {
-        return Ok(None);
-    };
+fn single_phase(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let TwoPhase { last, partial, .. } = *two_phase;
     let input = partial.input();
-    if *partial.mode() != AggregateMode::Partial
-        || input.output_partitioning().partition_count() != 1
-    {
-        return Ok(None);
-    }
-    let small = estimated_rows(input)?.is_some_and(|rows| rows <= SINGLE_PHASE_INPUT_ROWS_MAX);
-    if !small {
+    let small = two_phase
+        .input_rows
+        .is_some_and(|rows| rows <= SINGLE_PHASE_INPUT_ROWS_MAX);
+    if input.output_partitioning().partition_count() != 1 || !small {
         return Ok(None);
     }
     let single = AggregateExec::try_new(
