@@ -201,9 +201,9 @@ fn more_partitions(
     if *two_phase.last.mode() != AggregateMode::FinalPartitioned
         || *count >= partitions
         || repartition.preserve_order()
-        || !two_phase
+        || two_phase
             .input_rows
-            .is_some_and(|rows| rows > LARGE_FINAL_AGGREGATE_INPUT_ROWS)
+            .is_none_or(|rows| rows <= LARGE_FINAL_AGGREGATE_INPUT_ROWS)
     {
         return Ok(None);
     }
