@@ -38,6 +38,10 @@ extensions_options! {
         /// planner chose (0: as planned); see single_phase_aggregate.rs.
         pub final_aggregate_partitions: usize,
             default = crate::single_phase_aggregate::LARGE_FINAL_AGGREGATE_PARTITIONS
+        /// Whether queries sent as text are optimized once per shape, their comparison
+        /// literals taken out as parameters, each statement binding its own values into the
+        /// cached plan (shape_cache.rs); `false` plans every statement in full.
+        pub plan_by_shape: bool, default = true
     }
 }
 

@@ -6,6 +6,7 @@ use crate::error::{EngineError, Result};
 use crate::feed::Feeds;
 use crate::feed::function::FunctionEnvironment;
 use crate::prepared::PlanCache;
+use crate::shape_cache::ShapeCache;
 use crate::table::DatasetTable;
 use cairn_model::DatasetType;
 use cairn_storage::{Storage, StorageOptions};
@@ -28,6 +29,7 @@ pub struct Database {
     pub(crate) catalog: Catalog,
     pub(crate) context: SessionContext,
     pub(crate) plan_cache: PlanCache,
+    pub(crate) shape_cache: ShapeCache,
     pub(crate) feeds: Feeds,
     /// Bumped by every change to datasets or types, so cached plans made before it are replanned.
     catalog_version: AtomicU64,
@@ -76,6 +78,7 @@ impl Database {
             catalog,
             context,
             plan_cache: PlanCache::default(),
+            shape_cache: ShapeCache::default(),
             feeds,
             catalog_version: AtomicU64::new(0),
         };
@@ -103,6 +106,11 @@ impl Database {
     /// Invalidates cached plans after a change to datasets or types.
     pub(crate) fn catalog_changed(&self) {
         self.catalog_version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The optimized plans of queries sent as text, by shape (shape_cache.rs).
+    pub fn shape_cache(&self) -> &ShapeCache {
+        &self.shape_cache
     }
 
     pub fn storage(&self) -> &Arc<Storage> {

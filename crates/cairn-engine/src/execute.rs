@@ -18,7 +18,7 @@ use cairn_storage::{InputFormat, WriteOp};
 use datafusion::common::TableReference;
 use datafusion::common::config::Dialect;
 use datafusion::dataframe::DataFrame;
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp as DfWriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream_partitioned};
@@ -71,11 +71,11 @@ pub enum StatementStream {
 }
 
 impl StatementStream {
-    /// Starts a DataFrame's plan, one stream per output partition.
-    pub(crate) async fn start(frame: DataFrame) -> Result<StatementStream> {
-        let schema = frame.schema().inner().clone();
-        let task = crate::memory_limit::query_task_context(&frame)?;
-        let plan = frame.create_physical_plan().await?;
+    /// Starts a query's plan, one stream per output partition.
+    pub(crate) async fn start(query: PlannedQuery) -> Result<StatementStream> {
+        let schema = query.schema();
+        let task = query.task_context()?;
+        let plan = query.physical_plan().await?;
         let partitions = execute_stream_partitioned(plan.clone(), task)?;
         Ok(StatementStream::Rows {
             schema,
@@ -118,8 +118,54 @@ fn in_statement(
 
 /// A planned statement: a query still to run, or a statement already carried out.
 enum Planned {
-    Query(DataFrame),
+    Query(PlannedQuery),
     Finished(StatementOutcome),
+}
+
+/// A query's logical plan, in the session state it was planned in.
+pub(crate) struct PlannedQuery {
+    state: SessionState,
+    plan: LogicalPlan,
+    /// Whether `plan` is optimized already (bound from its shape's cached plan).
+    optimized: bool,
+}
+
+impl PlannedQuery {
+    /// A plan still to optimize.
+    pub(crate) fn unoptimized(state: SessionState, plan: LogicalPlan) -> PlannedQuery {
+        PlannedQuery {
+            state,
+            plan,
+            optimized: false,
+        }
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.plan.schema().inner().clone()
+    }
+
+    fn task_context(&self) -> Result<Arc<TaskContext>> {
+        Ok(crate::memory_limit::query_task_context(&self.state)?)
+    }
+
+    async fn physical_plan(&self) -> Result<Arc<dyn ExecutionPlan>> {
+        let state = &self.state;
+        Ok(if self.optimized {
+            state
+                .query_planner()
+                .create_physical_plan(&self.plan, state)
+                .await?
+        } else {
+            state.create_physical_plan(&self.plan).await?
+        })
+    }
+}
+
+impl From<DataFrame> for PlannedQuery {
+    fn from(frame: DataFrame) -> PlannedQuery {
+        let (state, plan) = frame.into_parts();
+        PlannedQuery::unoptimized(state, plan)
+    }
 }
 
 /// The outcome of one statement of a script, with its run time.
@@ -185,10 +231,10 @@ impl Database {
     ) -> Result<StatementOutcome> {
         Ok(match self.plan_statement(statement).await? {
             Planned::Finished(outcome) => outcome,
-            Planned::Query(frame) => {
-                let schema = frame.schema().inner().clone();
-                let task = crate::memory_limit::query_task_context(&frame)?;
-                let plan = frame.create_physical_plan().await?;
+            Planned::Query(query) => {
+                let schema = query.schema();
+                let task = query.task_context()?;
+                let plan = query.physical_plan().await?;
                 let batches = datafusion::physical_plan::collect(plan, task).await?;
                 StatementOutcome::Rows { schema, batches }
             }
@@ -207,7 +253,7 @@ impl Database {
                 StatementStream::computed(schema, batches)
             }
             Planned::Finished(outcome) => StatementStream::Finished(outcome),
-            Planned::Query(frame) => StatementStream::start(frame).await?,
+            Planned::Query(query) => StatementStream::start(query).await?,
         })
     }
 
@@ -522,10 +568,23 @@ impl Database {
                         return Ok(Planned::Finished(outcome));
                     }
                 }
+                SqlStatement::Query(_) => {
+                    if let Some(plan) = self.optimized_by_shape(&state, text, sql).await {
+                        return Ok(Planned::Query(PlannedQuery {
+                            state,
+                            plan,
+                            optimized: true,
+                        }));
+                    }
+                }
                 _ => {}
             }
         }
         let plan = state.statement_to_plan(parsed).await?;
+        if let LogicalPlan::Statement(_) = &plan {
+            // A setting may change how queries optimize.
+            self.shape_cache.clear();
+        }
         let verb = match &plan {
             LogicalPlan::Dml(DmlStatement {
                 op: DfWriteOp::Insert(op),
@@ -547,7 +606,7 @@ impl Database {
                 frame.collect().await?;
                 Planned::Finished(StatementOutcome::Done(message))
             }
-            (None, None) => Planned::Query(frame),
+            (None, None) => Planned::Query(frame.into()),
         })
     }
 

@@ -4,21 +4,20 @@
 //! and fail with a clear error where it cannot; one query cannot starve the others.
 
 use crate::access_path::CairnOptions;
-use datafusion::dataframe::DataFrame;
 use datafusion::error::Result;
-use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{SessionState, TaskContext};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 /// The largest memory consumers an out-of-memory error names.
 const CONSUMERS_NAMED: NonZeroUsize = NonZeroUsize::new(3).unwrap();
 
-/// The task context to run `frame`'s plan in: the session's, or one with a pool of the
-/// query's own when a limit is set.
-pub fn query_task_context(frame: &DataFrame) -> Result<Arc<TaskContext>> {
-    let task = frame.task_ctx();
+/// The task context to run a query planned in `state` in: the session's, or one with a pool
+/// of the query's own when a limit is set.
+pub fn query_task_context(state: &SessionState) -> Result<Arc<TaskContext>> {
+    let task = TaskContext::from(state);
     let limit = task
         .session_config()
         .options()

@@ -195,7 +195,7 @@ impl Database {
         }
         let plan = statement.plan.clone().with_param_values(parameters)?;
         let frame = self.context.execute_logical_plan(plan).await?;
-        StatementStream::start(frame).await
+        StatementStream::start(frame.into()).await
     }
 
     async fn run_key_lookup(&self, lookup: &KeyLookupShape, key: &Key) -> Result<Vec<RecordBatch>> {

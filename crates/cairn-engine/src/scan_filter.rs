@@ -33,20 +33,33 @@ use std::sync::Arc;
 
 /// Whether the scan may evaluate `expr` itself: a deterministic condition on the row alone.
 pub(crate) fn scan_can_evaluate(expr: &Expr) -> bool {
+    row_condition(expr, false)
+}
+
+/// Whether `expr` may be pushed into the scan: a condition the scan can evaluate once the
+/// parameters it holds are bound. A plan cached by shape (shape_cache.rs) is optimized with
+/// parameters and bound before its scans are planned; its filters must reach the scan, where
+/// the access path is chosen.
+pub(crate) fn scan_can_evaluate_once_bound(expr: &Expr) -> bool {
+    row_condition(expr, true)
+}
+
+/// A deterministic condition on the row alone, with parameters or without.
+fn row_condition(expr: &Expr, parameters_allowed: bool) -> bool {
     !expr.is_volatile()
         && !expr
             .exists(|e| {
-                Ok(matches!(
-                    e,
+                Ok(match e {
+                    Expr::Placeholder(_) => !parameters_allowed,
                     Expr::ScalarSubquery(_)
-                        | Expr::Exists(_)
-                        | Expr::InSubquery(_)
-                        | Expr::SetComparison(_)
-                        | Expr::Placeholder(_)
-                        | Expr::OuterReferenceColumn(..)
-                        | Expr::AggregateFunction(_)
-                        | Expr::WindowFunction(_)
-                ))
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::SetComparison(_)
+                    | Expr::OuterReferenceColumn(..)
+                    | Expr::AggregateFunction(_)
+                    | Expr::WindowFunction(_) => true,
+                    _ => false,
+                })
             })
             .unwrap_or(true)
 }

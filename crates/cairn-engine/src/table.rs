@@ -8,7 +8,7 @@ use crate::access_path::{
 };
 use crate::dml::DatasetSink;
 use crate::scan_exec::{DatasetScanExec, projected_schema, to_statistics};
-use crate::scan_filter::{comparison_range, scan_can_evaluate, scan_filter};
+use crate::scan_filter::{comparison_range, scan_can_evaluate_once_bound, scan_filter};
 use arrow::array::Array;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
@@ -261,7 +261,7 @@ impl TableProvider for DatasetTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if scan_can_evaluate(f) {
+                if scan_can_evaluate_once_bound(f) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported

@@ -1,0 +1,151 @@
+//! The plan cache for queries sent as text (ARCHITECTURE §7, short-query path; BigFUN lesson
+//! L6): a query is planned and optimized once per shape (query_shape.rs), with its comparison
+//! literals as parameters; each statement of that shape binds its own values into the
+//! optimized plan and goes straight to physical planning. Access paths are chosen there, from
+//! the bound values, so a cached plan never fixes an index choice made for other values.
+//!
+//! Parsing a short query to a logical plan and optimizing it took about a third of a BigFUN
+//! S-version query's time (bench/results/short-query-profile/).
+
+use crate::access_path::CairnOptions;
+use crate::database::Database;
+use crate::query_shape::QueryShape;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::Statement;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// At most this many shapes are cached; the cache is emptied when it fills up (a workload's
+/// shapes are few, so a smarter policy would not pay for itself).
+const SHAPE_CACHE_CAPACITY: usize = 1024;
+
+/// What the cache knows of one shape, as of a catalog version.
+#[derive(Debug, Clone)]
+enum ShapePlan {
+    /// The optimized plan, with `$n` where the shape took literals out, and each parameter's
+    /// type (`$1` first).
+    Optimized {
+        plan: Arc<LogicalPlan>,
+        parameter_types: Arc<[DataType]>,
+    },
+    /// The shape does not plan with parameters (the statement fails to plan, or leaves a
+    /// parameter's type open): its statements are planned with their literals.
+    Unplannable,
+}
+
+/// Optimized plans by shape text.
+#[derive(Debug, Default)]
+pub struct ShapeCache {
+    shapes: parking_lot::Mutex<HashMap<String, (u64, ShapePlan)>>,
+}
+
+impl ShapeCache {
+    fn get(&self, key: &str, catalog_version: u64) -> Option<ShapePlan> {
+        let shapes = self.shapes.lock();
+        shapes
+            .get(key)
+            .filter(|(version, _)| *version == catalog_version)
+            .map(|(_, plan)| plan.clone())
+    }
+
+    fn insert(&self, key: String, catalog_version: u64, plan: ShapePlan) {
+        let mut shapes = self.shapes.lock();
+        if shapes.len() >= SHAPE_CACHE_CAPACITY {
+            shapes.clear();
+        }
+        shapes.insert(key, (catalog_version, plan));
+    }
+
+    /// Forgets every shape: a session setting changed, which may change how queries optimize.
+    pub(crate) fn clear(&self) {
+        self.shapes.lock().clear();
+    }
+
+    /// How many shapes are cached (for tests).
+    pub fn len(&self) -> usize {
+        self.shapes.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Database {
+    /// The optimized plan of query `statement` (parsed from `text`) with its literals bound,
+    /// from the plan of its shape; `None` when the statement is to be planned as written (it
+    /// has no shape, its shape does not plan with parameters, or a literal does not bind to
+    /// its parameter's type without changing the comparison).
+    pub(crate) async fn optimized_by_shape(
+        &self,
+        state: &SessionState,
+        text: &str,
+        statement: &Statement,
+    ) -> Option<LogicalPlan> {
+        let enabled = state
+            .config_options()
+            .extensions
+            .get::<CairnOptions>()
+            .is_none_or(|options| options.plan_by_shape);
+        if !enabled {
+            return None;
+        }
+        let shape = QueryShape::of(text, statement)?;
+        let version = self.catalog_version();
+        let planned = match self.shape_cache.get(&shape.key, version) {
+            Some(planned) => planned,
+            None => {
+                let planned = optimize_shape(state, &shape).await;
+                self.shape_cache
+                    .insert(shape.key.clone(), version, planned.clone());
+                planned
+            }
+        };
+        let ShapePlan::Optimized {
+            plan,
+            parameter_types,
+        } = planned
+        else {
+            return None;
+        };
+        let values = shape
+            .literals
+            .iter()
+            .zip(parameter_types.iter())
+            .map(|(literal, data_type)| literal.bound_to(data_type))
+            .collect::<Option<Vec<_>>>()?;
+        plan.as_ref().clone().with_param_values(values).ok()
+    }
+}
+
+/// Plans and optimizes `shape`'s statement with its parameters unbound.
+async fn optimize_shape(state: &SessionState, shape: &QueryShape) -> ShapePlan {
+    let statement = DfStatement::Statement(Box::new(shape.statement.clone()));
+    let Ok(plan) = state.statement_to_plan(statement).await else {
+        return ShapePlan::Unplannable;
+    };
+    let Some(parameter_types) = parameter_types(&plan, shape.literals.len()) else {
+        return ShapePlan::Unplannable;
+    };
+    match state.optimize(&plan) {
+        Ok(plan) => ShapePlan::Optimized {
+            plan: Arc::new(plan),
+            parameter_types,
+        },
+        Err(_) => ShapePlan::Unplannable,
+    }
+}
+
+/// The type DataFusion inferred for each of `$1..=$count` in `plan`, if it inferred all.
+fn parameter_types(plan: &LogicalPlan, count: usize) -> Option<Arc<[DataType]>> {
+    let inferred = plan.get_parameter_types().ok()?;
+    if inferred.len() != count {
+        return None;
+    }
+    (1..=count)
+        .map(|n| inferred.get(&format!("${n}")).cloned().flatten())
+        .collect()
+}
