@@ -118,7 +118,8 @@ fn in_statement(
 
 /// A planned statement: a query still to run, or a statement already carried out.
 enum Planned {
-    Query(PlannedQuery),
+    // Boxed: a session state is two kilobytes, an outcome a few words.
+    Query(Box<PlannedQuery>),
     Finished(StatementOutcome),
 }
 
@@ -253,7 +254,7 @@ impl Database {
                 StatementStream::computed(schema, batches)
             }
             Planned::Finished(outcome) => StatementStream::Finished(outcome),
-            Planned::Query(query) => StatementStream::start(query).await?,
+            Planned::Query(query) => StatementStream::start(*query).await?,
         })
     }
 
@@ -570,11 +571,11 @@ impl Database {
                 }
                 SqlStatement::Query(_) => {
                     if let Some(plan) = self.optimized_by_shape(&state, text, sql).await {
-                        return Ok(Planned::Query(PlannedQuery {
+                        return Ok(Planned::Query(Box::new(PlannedQuery {
                             state,
                             plan,
                             optimized: true,
-                        }));
+                        })));
                     }
                 }
                 _ => {}
@@ -606,7 +607,7 @@ impl Database {
                 frame.collect().await?;
                 Planned::Finished(StatementOutcome::Done(message))
             }
-            (None, None) => Planned::Query(frame.into()),
+            (None, None) => Planned::Query(Box::new(frame.into())),
         })
     }
 
