@@ -132,15 +132,6 @@ pub(crate) struct PlannedQuery {
 }
 
 impl PlannedQuery {
-    /// A plan still to optimize.
-    pub(crate) fn unoptimized(state: SessionState, plan: LogicalPlan) -> PlannedQuery {
-        PlannedQuery {
-            state,
-            plan,
-            optimized: false,
-        }
-    }
-
     fn schema(&self) -> SchemaRef {
         self.plan.schema().inner().clone()
     }
@@ -165,7 +156,11 @@ impl PlannedQuery {
 impl From<DataFrame> for PlannedQuery {
     fn from(frame: DataFrame) -> PlannedQuery {
         let (state, plan) = frame.into_parts();
-        PlannedQuery::unoptimized(state, plan)
+        PlannedQuery {
+            state,
+            plan,
+            optimized: false,
+        }
     }
 }
 

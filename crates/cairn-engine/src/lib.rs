@@ -43,6 +43,7 @@ pub mod json_file;
 pub mod json_rows;
 pub mod key_delete;
 pub mod memory_limit;
+mod plan_map;
 pub mod prepared;
 mod query_shape;
 pub mod scan_exec;

@@ -6,6 +6,7 @@
 use crate::database::Database;
 use crate::error::{EngineError, Result};
 use crate::execute::StatementStream;
+use crate::plan_map::PlanMap;
 use crate::table::literal_value;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -17,12 +18,7 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, Operator, Projection, TableScan,
     utils::split_conjunction,
 };
-use std::collections::HashMap;
 use std::sync::Arc;
-
-/// At most this many statements are cached; the cache is emptied when it fills up (statement
-/// texts of a workload are few, so a smarter policy would not pay for itself).
-const PLAN_CACHE_CAPACITY: usize = 1024;
 
 /// A planned statement, ready to execute with parameter values.
 #[derive(Debug)]
@@ -31,8 +27,6 @@ pub struct PreparedStatement {
     /// The declared type of each positional parameter (`$1` first), where DataFusion inferred it.
     parameter_types: Vec<Option<arrow::datatypes::DataType>>,
     key_lookup: Option<KeyLookupShape>,
-    /// The catalog version the plan was made against.
-    catalog_version: u64,
 }
 
 impl PreparedStatement {
@@ -70,25 +64,7 @@ struct KeyLookupShape {
 /// The cache of prepared statements, keyed by statement text.
 #[derive(Debug, Default)]
 pub struct PlanCache {
-    statements: parking_lot::Mutex<HashMap<String, Arc<PreparedStatement>>>,
-}
-
-impl PlanCache {
-    fn get(&self, text: &str, catalog_version: u64) -> Option<Arc<PreparedStatement>> {
-        let statements = self.statements.lock();
-        statements
-            .get(text)
-            .filter(|s| s.catalog_version == catalog_version)
-            .cloned()
-    }
-
-    fn insert(&self, text: &str, statement: Arc<PreparedStatement>) {
-        let mut statements = self.statements.lock();
-        if statements.len() >= PLAN_CACHE_CAPACITY {
-            statements.clear();
-        }
-        statements.insert(text.to_string(), statement);
-    }
+    statements: PlanMap<Arc<PreparedStatement>>,
 }
 
 impl KeyLookupShape {
@@ -127,7 +103,7 @@ impl Database {
     /// Plans `sql` (one query with `$1`-style parameters), or returns the cached plan.
     pub async fn prepare(&self, sql: &str) -> Result<Arc<PreparedStatement>> {
         let version = self.catalog_version();
-        if let Some(statement) = self.plan_cache.get(sql, version) {
+        if let Some(statement) = self.plan_cache.statements.get(sql, version) {
             return Ok(statement);
         }
         let plan = self.context.state().create_logical_plan(sql).await?;
@@ -156,9 +132,10 @@ impl Database {
             plan,
             parameter_types,
             key_lookup,
-            catalog_version: version,
         });
-        self.plan_cache.insert(sql, statement.clone());
+        self.plan_cache
+            .statements
+            .insert(sql.to_string(), version, statement.clone());
         Ok(statement)
     }
 

@@ -9,18 +9,14 @@
 
 use crate::access_path::CairnOptions;
 use crate::database::Database;
+use crate::plan_map::PlanMap;
 use crate::query_shape::QueryShape;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement;
-use std::collections::HashMap;
 use std::sync::Arc;
-
-/// At most this many shapes are cached; the cache is emptied when it fills up (a workload's
-/// shapes are few, so a smarter policy would not pay for itself).
-const SHAPE_CACHE_CAPACITY: usize = 1024;
 
 /// What the cache knows of one shape, as of a catalog version.
 #[derive(Debug, Clone)]
@@ -39,34 +35,18 @@ enum ShapePlan {
 /// Optimized plans by shape text.
 #[derive(Debug, Default)]
 pub struct ShapeCache {
-    shapes: parking_lot::Mutex<HashMap<String, (u64, ShapePlan)>>,
+    shapes: PlanMap<ShapePlan>,
 }
 
 impl ShapeCache {
-    fn get(&self, key: &str, catalog_version: u64) -> Option<ShapePlan> {
-        let shapes = self.shapes.lock();
-        shapes
-            .get(key)
-            .filter(|(version, _)| *version == catalog_version)
-            .map(|(_, plan)| plan.clone())
-    }
-
-    fn insert(&self, key: String, catalog_version: u64, plan: ShapePlan) {
-        let mut shapes = self.shapes.lock();
-        if shapes.len() >= SHAPE_CACHE_CAPACITY {
-            shapes.clear();
-        }
-        shapes.insert(key, (catalog_version, plan));
-    }
-
     /// Forgets every shape: a session setting changed, which may change how queries optimize.
     pub(crate) fn clear(&self) {
-        self.shapes.lock().clear();
+        self.shapes.clear();
     }
 
     /// How many shapes are cached (for tests).
     pub fn len(&self) -> usize {
-        self.shapes.lock().len()
+        self.shapes.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -95,11 +75,12 @@ impl Database {
         }
         let shape = QueryShape::of(text, statement)?;
         let version = self.catalog_version();
-        let planned = match self.shape_cache.get(&shape.key, version) {
+        let planned = match self.shape_cache.shapes.get(&shape.key, version) {
             Some(planned) => planned,
             None => {
                 let planned = optimize_shape(state, &shape).await;
                 self.shape_cache
+                    .shapes
                     .insert(shape.key.clone(), version, planned.clone());
                 planned
             }
