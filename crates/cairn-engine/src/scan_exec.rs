@@ -434,6 +434,7 @@ impl DatasetScanExec {
                 );
                 let runtime_filter = runtime_row_filter(&self.runtime_filters, &self.schema());
                 let counted_unread = counter("text_values_counted_unread");
+                let read_eagerly = counter("rows_read_eagerly");
                 builder.spawn_blocking(move || {
                     let request = ScanRequest {
                         projection,
@@ -462,6 +463,7 @@ impl DatasetScanExec {
                     tested_at_runtime.add(scan.rows_tested_at_runtime as usize);
                     dropped_at_runtime.add(scan.rows_dropped_at_runtime as usize);
                     counted_unread.add(scan.values_counted_unread as usize);
+                    read_eagerly.add(scan.rows_read_eagerly as usize);
                     Ok(())
                 })
             }

@@ -1,7 +1,9 @@
 //! Late materialization end to end: a scan whose filter reads only some of its columns
 //! decodes the others for passing rows alone (its metric `rows_read_late` counts them), and
 //! answers exactly as a scan that decodes everything would: with rows deleted or replaced
-//! after a flush, for filters passing few rows or half of them, and for none.
+//! after a flush, for filters passing few rows or half of them, and for none. Where a row
+//! group's passing rows were too dense to skip any page, the row groups after it are read
+//! with every column at once (`rows_read_eagerly` counts their passing rows).
 
 mod common;
 
@@ -15,6 +17,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 const ROWS: i64 = 40_000;
+
+/// Rows per row group of a flushed component: ROWS make three.
+const ROW_GROUP_ROWS: i64 = 16_384;
 
 fn v_of(id: i64) -> i64 {
     id % 97
@@ -101,10 +106,10 @@ fn expected(model: &Model, keep: impl Fn(i64, i64, &str) -> bool) -> Vec<(i64, i
 
 /// Rows of the flushed component that are still current and pass: the rows a late read
 /// decodes (the replaced ones are read from memory).
-fn from_component(model: &Model, keep: impl Fn(i64) -> bool) -> u64 {
+fn from_component(model: &Model, keep: impl Fn(i64, i64) -> bool) -> u64 {
     model
         .iter()
-        .filter(|(id, (v, _))| *id % 7 != 0 && keep(*v))
+        .filter(|(id, (v, _))| *id % 7 != 0 && keep(**id, *v))
         .count() as u64
 }
 
@@ -113,32 +118,50 @@ async fn a_selective_filter_reads_other_columns_for_passing_rows_only() {
     let dir = tempfile::tempdir().unwrap();
     let (db, model) = fixture(dir.path()).await;
     // One row in 2,000: the others are read from the pages holding those rows alone.
-    let (rows, read_late) = run(&db, "SELECT id, v, note FROM items WHERE id % 2000 = 7").await;
+    let (rows, plan) = run_plan(&db, "SELECT id, v, note FROM items WHERE id % 2000 = 7").await;
     let want = expected(&model, |id, _, _| id % 2000 == 7);
     assert_eq!(rows, want);
     assert!(!rows.is_empty());
     assert_eq!(
-        read_late,
+        scan_metric(&plan, "rows_read_late"),
         want.iter().filter(|(id, ..)| id % 7 != 0).count() as u64
     );
-    // One row in 97: the whole selection is read, then filtered.
-    let (rows, read_late) = run(&db, "SELECT id, v, note FROM items WHERE v = 7").await;
+    assert_eq!(scan_metric(&plan, "rows_read_eagerly"), 0);
+    // One row in 97: every page holds a passing row, so the first row group's other columns
+    // are decoded over its whole selection and filtered, and the two row groups after it are
+    // read with every column at once.
+    let (rows, plan) = run_plan(&db, "SELECT id, v, note FROM items WHERE v = 7").await;
     assert_eq!(rows, expected(&model, |_, v, _| v == 7));
-    assert_eq!(read_late, from_component(&model, |v| v == 7));
+    assert_eq!(
+        scan_metric(&plan, "rows_read_late"),
+        from_component(&model, |id, v| id < ROW_GROUP_ROWS && v == 7)
+    );
+    assert_eq!(
+        scan_metric(&plan, "rows_read_eagerly"),
+        from_component(&model, |id, v| id >= ROW_GROUP_ROWS && v == 7)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filter_passing_half_the_rows_answers_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let (db, model) = fixture(dir.path()).await;
-    let (rows, read_late) = run(
+    let (rows, plan) = run_plan(
         &db,
         "SELECT id, v, note FROM items WHERE v < 48 OR v % 5 = 1",
     )
     .await;
     let keep = |v: i64| v < 48 || v % 5 == 1;
     assert_eq!(rows, expected(&model, |_, v, _| keep(v)));
-    assert_eq!(read_late, from_component(&model, keep));
+    // Read late in the first row group only.
+    assert_eq!(
+        scan_metric(&plan, "rows_read_late"),
+        from_component(&model, |id, v| id < ROW_GROUP_ROWS && keep(v))
+    );
+    assert_eq!(
+        scan_metric(&plan, "rows_read_eagerly"),
+        from_component(&model, |id, v| id >= ROW_GROUP_ROWS && keep(v))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

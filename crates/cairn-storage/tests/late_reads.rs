@@ -89,10 +89,12 @@ impl RowFilter for VBetween {
 }
 
 /// What a scan returned: every row as its pretty-printed columns, sorted; the rows it read
-/// late; the rows whose filter it tested on stored values.
+/// late, and those it read with every column at once after a row group whose passing rows
+/// were too dense to skip pages; the rows whose filter it tested on stored values.
 struct Scanned {
     rows: Vec<String>,
     read_late: u64,
+    read_eagerly: u64,
     tested_stored: u64,
     tested_at_runtime: u64,
     dropped_at_runtime: u64,
@@ -135,11 +137,12 @@ fn scan_with_runtime_filter(
         runtime_filter,
         narrowing: Default::default(),
     };
-    let (mut rows, mut read_late, mut tested_stored) = (Vec::new(), 0, 0);
+    let (mut rows, mut read_late, mut read_eagerly, mut tested_stored) = (Vec::new(), 0, 0, 0);
     let (mut tested_at_runtime, mut dropped_at_runtime) = (0, 0);
     for mut scan in storage.scan("items", &request).unwrap() {
         let batches: Vec<RecordBatch> = scan.by_ref().collect::<Result<_, _>>().unwrap();
         read_late += scan.rows_read_late;
+        read_eagerly += scan.rows_read_eagerly;
         tested_stored += scan.rows_tested_stored;
         tested_at_runtime += scan.rows_tested_at_runtime;
         dropped_at_runtime += scan.rows_dropped_at_runtime;
@@ -159,6 +162,7 @@ fn scan_with_runtime_filter(
     Scanned {
         rows,
         read_late,
+        read_eagerly,
         tested_stored,
         tested_at_runtime,
         dropped_at_runtime,
@@ -218,7 +222,7 @@ fn late_reads_answer_as_reading_every_column_does_in_any_projection_order() {
             let together = VBetween::new(v_position, lower, upper, false);
             let late = scan_within(&storage, &projection, late, Vec::new());
             assert_eq!(late.tested_stored, 0);
-            let (late_rows, read_late) = (late.rows, late.read_late);
+            let (late_rows, read_late) = (late.rows, late.read_late + late.read_eagerly);
             let (together_rows, not_late) = scan(&storage, &projection, together);
             assert_eq!(late_rows, together_rows, "v in [{lower}, {upper})");
             let live_matches = (0..7000)
@@ -308,7 +312,11 @@ fn late_reads_of_row_groups_larger_than_a_batch_join_each_batch_with_its_rows() 
             let late = scan_within(&storage, &[0, 1, 2, 3], late, Vec::new());
             let case = format!("v in [{lower}, {upper}), stored: {stored}");
             assert_eq!(late.rows, together_rows, "{case}");
-            assert_eq!(late.read_late, live_matches as u64, "{case}");
+            assert_eq!(
+                late.read_late + late.read_eagerly,
+                live_matches as u64,
+                "{case}"
+            );
             assert_eq!(late.tested_stored > 0, stored, "{case}");
         }
     }
@@ -418,7 +426,11 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
                     .collect();
                 ids.sort_unstable();
                 assert_eq!(ids, expected, "{case}");
-                assert_eq!(scanned.read_late, expected.len() as u64, "{case}");
+                assert_eq!(
+                    scanned.read_late + scanned.read_eagerly,
+                    expected.len() as u64,
+                    "{case}"
+                );
                 let tested = if sparse { passing.len() as u64 } else { 0 };
                 assert_eq!(scanned.tested_at_runtime, tested, "{case}");
                 assert_eq!(

@@ -18,12 +18,13 @@ use std::sync::Arc;
 
 impl PartitionScan {
     /// Decodes every projected column of the selected rows at once, then filters them,
-    /// marking in `matched` the units holding a passing row.
+    /// marking in `matched` the units holding a passing row. Also says whether the passing
+    /// rows were too dense for a late read to skip pages (see [`reads_sparsely`]).
     pub(super) fn read_together(
         &mut self,
         read: SelectedRows<'_>,
         matched: &mut [bool],
-    ) -> Result<Vec<RecordBatch>> {
+    ) -> Result<(Vec<RecordBatch>, bool)> {
         let comparisons = self.filter.as_ref().and_then(|f| f.rows.comparisons());
         if let (Some(comparisons), Some(projection)) = (comparisons, &self.projection)
             && let Some(stored) = StoredComparisons::new(
@@ -36,19 +37,26 @@ impl PartitionScan {
         {
             self.rows_tested_stored += read.rows();
             let passed = read.live_passing(&stored, matched);
-            return Ok(vec![stored.gather(&passed)?]);
+            let dense = !reads_sparsely(offset_runs(&passed).len(), read.rows() as usize);
+            return Ok((vec![stored.gather(&passed)?], dense));
         }
         let mut out = Vec::new();
+        let (mut runs, mut rows_read) = (0, 0);
         for (batch, offsets) in read.read_live(self.projection.as_deref())? {
+            rows_read += batch.num_rows();
             out.push(match self.evaluate(&batch)? {
                 Some(mask) => {
                     note_matches(&mask, &offsets, matched);
+                    runs += mask.values().set_slices().count();
                     arrow::compute::filter_record_batch(&batch, &mask)?
                 }
-                None => batch,
+                None => {
+                    runs += usize::from(batch.num_rows() > 0);
+                    batch
+                }
             });
         }
-        Ok(out)
+        Ok((out, !reads_sparsely(runs, rows_read)))
     }
 
     /// Late materialization: decodes the columns the filter reads (`filter_columns`,
@@ -56,7 +64,9 @@ impl PartitionScan {
     /// evaluates `narrow` on them, and only then decodes the projection's other columns, for
     /// the passing rows alone. Few passing rows are read from just the pages holding them;
     /// many, from the whole selection and filtered. Marks in `matched` the units holding a
-    /// passing row.
+    /// passing row. Also says whether reading every column at once would have cost no more:
+    /// the passing rows were too dense to skip pages of the other columns (see
+    /// [`reads_sparsely`]), and the filter was tested on decoded values.
     pub(super) fn read_late(
         &mut self,
         read: SelectedRows<'_>,
@@ -64,7 +74,7 @@ impl PartitionScan {
         narrow: &dyn RowFilter,
         width: usize,
         matched: &mut [bool],
-    ) -> Result<Vec<RecordBatch>> {
+    ) -> Result<(Vec<RecordBatch>, bool)> {
         let filter_dataset = dataset_columns(self.projection.as_deref(), filter_columns);
         let stored = match narrow.comparisons() {
             Some(comparisons) => StoredComparisons::new(
@@ -123,15 +133,15 @@ impl PartitionScan {
             parts_by_batch = false;
         }
         if passed_offsets.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         }
         let other_columns: Vec<usize> = (0..width)
             .filter(|p| read_columns.binary_search(p).is_err())
             .collect();
         let other_dataset = dataset_columns(self.projection.as_deref(), &other_columns);
         if other_dataset.is_empty() {
-            // The runtime filter read the last of them.
-            return Ok(passed_parts);
+            // The runtime filter read the last of them, which it does only for few rows.
+            return Ok((passed_parts, false));
         }
         let read_columns = read_columns.as_slice();
         let joined = |passed: &RecordBatch, others: &RecordBatch| {
@@ -207,7 +217,11 @@ impl PartitionScan {
             joined_slices(passed_parts, &others)?
         };
         self.rows_read_late += passed_offsets.len() as u64;
-        Ok(out)
+        // The other columns were decoded from the whole selection exactly when the passing
+        // rows were dense; reading every column at once then costs no more, unless the
+        // filter was tested on stored values, which that read would decode.
+        let eager_would_do = by_selection_batch && !decoded.is_empty() && stored.is_none();
+        Ok((out, eager_would_do))
     }
 
     /// The character counts of the [`Narrowing::text_lengths`] columns among `columns` (of
@@ -334,10 +348,10 @@ fn dataset_columns(projection: Option<&[usize]>, positions: &[usize]) -> Vec<usi
         .collect()
 }
 
-/// Whether the rows in `runs` (out of `rows_read` read) are fetched from just the pages
+/// Whether rows passing in `runs` runs (out of `rows_read` read) are fetched from just the pages
 /// holding them rather than from the whole selection (see [`LATE_SPARSE_ROWS_PER_RUN`]).
-fn reads_sparsely(runs: &VecDeque<(u64, u64)>, rows_read: usize) -> bool {
-    runs.len() * LATE_SPARSE_ROWS_PER_RUN <= rows_read
+fn reads_sparsely(runs: usize, rows_read: usize) -> bool {
+    runs * LATE_SPARSE_ROWS_PER_RUN <= rows_read
 }
 
 /// The batch of `width` projected columns whose columns at `filter_positions` (ascending) are
@@ -468,7 +482,7 @@ impl SelectedRows<'_> {
         struct_fields: &[(usize, Vec<String>)],
     ) -> Result<(Vec<RecordBatch>, bool)> {
         let runs = offset_runs(offsets);
-        let sparse = reads_sparsely(&runs, rows_read);
+        let sparse = reads_sparsely(runs.len(), rows_read);
         let batches: Vec<RecordBatch> = if sparse {
             let paged = self.component.paged_metadata()?;
             let groups = [(self.row_group, offsets.to_vec())];
