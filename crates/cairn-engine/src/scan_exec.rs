@@ -41,6 +41,7 @@ use datafusion::physical_plan::{
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
 };
 use futures::{StreamExt, TryStreamExt};
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -148,12 +149,7 @@ impl DatasetScanExec {
                                 s.as_ref().clone().with_num_rows(Precision::Inexact(rows));
                             if let Some((column, lower, upper)) = &range_bounds {
                                 let column = &mut statistics.column_statistics[*column];
-                                if !matches!(lower, Precision::Absent) {
-                                    column.min_value = lower.clone();
-                                }
-                                if !matches!(upper, Precision::Absent) {
-                                    column.max_value = upper.clone();
-                                }
+                                narrow_to_range(column, lower, upper);
                             }
                             Arc::new(statistics)
                         };
@@ -693,6 +689,36 @@ pub(crate) fn to_statistics(
         }
     }
     statistics
+}
+
+/// Narrows `column`'s bounds to an index scan's range [`lower`, `upper`] (an absent bound:
+/// open), since the rows the scan reads lie in both. A range that misses the column's values
+/// (past its maximum, or inverted: `at >= 2 AND at < 1`) leaves the bounds as they are: the
+/// scan reads no row, and DataFusion refuses statistics whose minimum exceeds their maximum.
+fn narrow_to_range(
+    column: &mut ColumnStatistics,
+    lower: &Precision<ScalarValue>,
+    upper: &Precision<ScalarValue>,
+) {
+    let tighter = |current: &Precision<ScalarValue>, bound: &Precision<ScalarValue>, wanted| match (
+        current.get_value(),
+        bound.get_value(),
+    ) {
+        (_, None) => current.clone(),
+        (None, Some(_)) => bound.clone(),
+        (Some(value), Some(limit)) if limit.partial_cmp(value) == Some(wanted) => bound.clone(),
+        (Some(_), Some(_)) => current.clone(),
+    };
+    let min = tighter(&column.min_value, lower, Ordering::Greater);
+    let max = tighter(&column.max_value, upper, Ordering::Less);
+    let meet = match (min.get_value(), max.get_value()) {
+        (Some(min), Some(max)) => min.partial_cmp(max).is_some_and(Ordering::is_le),
+        _ => true,
+    };
+    if meet {
+        column.min_value = min;
+        column.max_value = max;
+    }
 }
 
 fn column_statistics(

@@ -1,6 +1,7 @@
 //! Access-path choice: with a btree index on a uniformly spread field, a narrow range is
 //! answered through the index and a wide one by a full scan, both giving the rows a forced
-//! full scan gives; EXPLAIN names the path, the index and its estimate.
+//! full scan gives; EXPLAIN names the path, the index and its estimate. A range the values
+//! do not reach, or an inverted one, is answered with no rows.
 
 mod common;
 
@@ -242,4 +243,28 @@ async fn a_covering_index_answers_without_reading_components() {
         .unwrap()
         .to_string();
     assert!(shown.contains("at INCLUDE (id)"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_ranges_outside_the_values_or_inverted_return_no_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    for filter in [
+        format!("at >= {}", ROWS + 10),
+        "at < -5".to_string(),
+        "at >= 200 AND at < 100".to_string(),
+        "at > 100 AND at < 100".to_string(),
+    ] {
+        let query = format!("SELECT id FROM events WHERE {filter}");
+        let explained = plan(&db, &query).await;
+        assert!(explained.contains("index scan events_at"), "{explained}");
+        let batches = db.sql(&query).await.unwrap();
+        assert!(ids(&batches).is_empty(), "{query}");
+        let counted = db
+            .sql(&format!("SELECT count(*) FROM events WHERE {filter}"))
+            .await
+            .unwrap();
+        let count = counted[0].column(0).as_primitive::<Int64Type>().value(0);
+        assert_eq!(count, 0, "{filter}");
+    }
 }
