@@ -19,7 +19,7 @@ use datafusion::common::TableReference;
 use datafusion::common::config::Dialect;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::{SendableRecordBatchStream, SessionState, TaskContext};
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp as DfWriteOp};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, Statement, WriteOp as DfWriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream_partitioned};
 use datafusion::sql::parser::Statement as DfStatement;
@@ -73,9 +73,7 @@ pub enum StatementStream {
 impl StatementStream {
     /// Starts a query's plan, one stream per output partition.
     pub(crate) async fn start(query: PlannedQuery) -> Result<StatementStream> {
-        let schema = query.schema();
-        let task = query.task_context()?;
-        let plan = query.physical_plan().await?;
+        let (schema, task, plan) = query.runnable().await?;
         let partitions = execute_stream_partitioned(plan.clone(), task)?;
         Ok(StatementStream::Rows {
             schema,
@@ -132,24 +130,20 @@ pub(crate) struct PlannedQuery {
 }
 
 impl PlannedQuery {
-    fn schema(&self) -> SchemaRef {
-        self.plan.schema().inner().clone()
-    }
-
-    fn task_context(&self) -> Result<Arc<TaskContext>> {
-        Ok(crate::memory_limit::query_task_context(&self.state)?)
-    }
-
-    async fn physical_plan(&self) -> Result<Arc<dyn ExecutionPlan>> {
+    /// The query's output schema, the task context to run it in, and its physical plan.
+    async fn runnable(&self) -> Result<(SchemaRef, Arc<TaskContext>, Arc<dyn ExecutionPlan>)> {
         let state = &self.state;
-        Ok(if self.optimized {
+        let schema = self.plan.schema().inner().clone();
+        let task = crate::memory_limit::query_task_context(state)?;
+        let plan = if self.optimized {
             state
                 .query_planner()
                 .create_physical_plan(&self.plan, state)
                 .await?
         } else {
             state.create_physical_plan(&self.plan).await?
-        })
+        };
+        Ok((schema, task, plan))
     }
 }
 
@@ -228,9 +222,7 @@ impl Database {
         Ok(match self.plan_statement(statement).await? {
             Planned::Finished(outcome) => outcome,
             Planned::Query(query) => {
-                let schema = query.schema();
-                let task = query.task_context()?;
-                let plan = query.physical_plan().await?;
+                let (schema, task, plan) = query.runnable().await?;
                 let batches = datafusion::physical_plan::collect(plan, task).await?;
                 StatementOutcome::Rows { schema, batches }
             }
@@ -577,7 +569,9 @@ impl Database {
             }
         }
         let plan = state.statement_to_plan(parsed).await?;
-        if let LogicalPlan::Statement(_) = &plan {
+        if let LogicalPlan::Statement(Statement::SetVariable(_) | Statement::ResetVariable(_)) =
+            &plan
+        {
             // A setting may change how queries optimize.
             self.shape_cache.clear();
         }

@@ -112,21 +112,7 @@ impl Database {
                 "only queries can be prepared; run data changes with execute_script".to_string(),
             ));
         }
-        let types = plan.get_parameter_types()?;
-        let mut parameter_types = vec![None; types.len()];
-        for (id, data_type) in types {
-            let index = id
-                .strip_prefix('$')
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| n.checked_sub(1))
-                .filter(|&n| n < parameter_types.len())
-                .ok_or_else(|| {
-                    EngineError::Invalid(format!(
-                        "parameter {id}: use positional parameters $1, $2, ... without gaps"
-                    ))
-                })?;
-            parameter_types[index] = data_type;
-        }
+        let parameter_types = positional_parameter_types(&plan)?;
         let key_lookup = self.key_lookup_shape(&plan);
         let statement = Arc::new(PreparedStatement {
             plan,
@@ -291,4 +277,28 @@ fn bind_parameters(
             _ => Ok(value),
         })
         .collect::<Result<Vec<_>>>()
+}
+
+/// The type DataFusion inferred for each of `plan`'s parameters `$1`, `$2`, ... in order
+/// (`None` where it inferred none); an error names a parameter that is not positional or
+/// leaves a gap.
+pub(crate) fn positional_parameter_types(
+    plan: &LogicalPlan,
+) -> Result<Vec<Option<arrow::datatypes::DataType>>> {
+    let types = plan.get_parameter_types()?;
+    let mut parameter_types = vec![None; types.len()];
+    for (id, data_type) in types {
+        let index = id
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1))
+            .filter(|&n| n < parameter_types.len())
+            .ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "parameter {id}: use positional parameters $1, $2, ... without gaps"
+                ))
+            })?;
+        parameter_types[index] = data_type;
+    }
+    Ok(parameter_types)
 }

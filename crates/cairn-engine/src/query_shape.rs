@@ -180,17 +180,20 @@ fn take_from_conjuncts(condition: &mut Expr, literals: &mut Vec<TakenLiteral>) {
         }
         Expr::Nested(inner) => take_from_conjuncts(inner, literals),
         Expr::BinaryOp { left, op, right } if is_comparison(op) => {
-            if literal_of(left).is_none() {
-                take(right, literals);
-            } else if literal_of(right).is_none() {
-                take(left, literals);
+            match (literal_of(left), literal_of(right)) {
+                (None, Some(literal)) => take(right, literal, literals),
+                (Some(literal), None) => take(left, literal, literals),
+                _ => {}
             }
         }
         Expr::Between {
             expr, low, high, ..
         } if literal_of(expr).is_none() => {
-            take(low, literals);
-            take(high, literals);
+            for bound in [low, high] {
+                if let Some(literal) = literal_of(bound) {
+                    take(bound, literal, literals);
+                }
+            }
         }
         _ => {}
     }
@@ -208,14 +211,12 @@ fn is_comparison(op: &BinaryOperator) -> bool {
     )
 }
 
-/// Replaces `expr` by the next parameter when it is a literal this module takes.
-fn take(expr: &mut Expr, literals: &mut Vec<TakenLiteral>) {
+/// Replaces `expr`, which is `literal`, by the next parameter (unless the shape has its
+/// most parameters already).
+fn take(expr: &mut Expr, literal: TakenLiteral, literals: &mut Vec<TakenLiteral>) {
     if literals.len() >= SHAPE_PARAMETERS_MAX {
         return;
     }
-    let Some(literal) = literal_of(expr) else {
-        return;
-    };
     literals.push(literal);
     *expr = Expr::Value(ValueWithSpan::from(Value::Placeholder(format!(
         "${}",

@@ -10,6 +10,7 @@
 use crate::access_path::CairnOptions;
 use crate::database::Database;
 use crate::plan_map::PlanMap;
+use crate::prepared::positional_parameter_types;
 use crate::query_shape::QueryShape;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::SessionState;
@@ -122,11 +123,9 @@ async fn optimize_shape(state: &SessionState, shape: &QueryShape) -> ShapePlan {
 
 /// The type DataFusion inferred for each of `$1..=$count` in `plan`, if it inferred all.
 fn parameter_types(plan: &LogicalPlan, count: usize) -> Option<Arc<[DataType]>> {
-    let inferred = plan.get_parameter_types().ok()?;
+    let inferred = positional_parameter_types(plan).ok()?;
     if inferred.len() != count {
         return None;
     }
-    (1..=count)
-        .map(|n| inferred.get(&format!("${n}")).cloned().flatten())
-        .collect()
+    inferred.into_iter().collect()
 }

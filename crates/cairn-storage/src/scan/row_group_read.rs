@@ -37,7 +37,7 @@ impl PartitionScan {
         {
             self.rows_tested_stored += read.rows();
             let passed = read.live_passing(&stored, matched);
-            let dense = !reads_sparsely(offset_runs(&passed).len(), read.rows() as usize);
+            let dense = !reads_sparsely(run_count(&passed), read.rows() as usize);
             return Ok((vec![stored.gather(&passed)?], dense));
         }
         let mut out = Vec::new();
@@ -578,6 +578,16 @@ fn note_matches(mask: &BooleanArray, offsets: &[u64], matched: &mut [bool]) {
     }
 }
 
+/// How many runs of consecutive offsets `offsets` (ascending) holds: `offset_runs`'s length,
+/// without building the runs.
+fn run_count(offsets: &[u64]) -> usize {
+    let breaks = offsets
+        .windows(2)
+        .filter(|pair| pair[0] + 1 != pair[1])
+        .count();
+    breaks + usize::from(!offsets.is_empty())
+}
+
 /// The runs of consecutive offsets in `offsets` (ascending), as (first offset, rows).
 fn offset_runs(offsets: &[u64]) -> VecDeque<(u64, u64)> {
     let mut runs: VecDeque<(u64, u64)> = VecDeque::new();
@@ -588,4 +598,26 @@ fn offset_runs(offsets: &[u64]) -> VecDeque<(u64, u64)> {
         }
     }
     runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{offset_runs, run_count};
+
+    #[test]
+    fn run_count_is_the_number_of_offset_runs() {
+        for offsets in [
+            vec![],
+            vec![7],
+            vec![0, 1, 2, 3],
+            vec![0, 2, 4],
+            vec![3, 4, 9, 10, 11, 20],
+        ] {
+            assert_eq!(
+                run_count(&offsets),
+                offset_runs(&offsets).len(),
+                "{offsets:?}"
+            );
+        }
+    }
 }
