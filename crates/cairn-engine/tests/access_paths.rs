@@ -8,7 +8,7 @@ mod common;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
-use common::insert_and_flush;
+use common::{explain as plan, insert_and_flush};
 
 const ROWS: i64 = 50_000;
 
@@ -26,13 +26,6 @@ async fn fixture(dir: &std::path::Path) -> Database {
         .await
         .unwrap();
     db
-}
-
-async fn plan(db: &Database, query: &str) -> String {
-    let batches = db.sql(&format!("EXPLAIN {query}")).await.unwrap();
-    arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
 }
 
 fn ids(batches: &[RecordBatch]) -> Vec<i64> {

@@ -165,16 +165,14 @@ async fn shapes_are_replanned_after_catalog_changes_and_bad_values_fail_as_writt
     let query = "SELECT id FROM Chirps WHERE at >= TIMESTAMP '2020-01-01 05:00:00' AND id < 5";
     assert_eq!(rows(&db, query).await.len(), 0);
     // A new dataset under another name changes the catalog; the shape is planned again.
-    db.sql("CREATE TABLE Other (k BIGINT PRIMARY KEY)")
-        .await
-        .unwrap();
-    db.sql("DROP TABLE Chirps").await.unwrap();
-    db.sql("CREATE TABLE Chirps (id BIGINT PRIMARY KEY, at TIMESTAMP)")
-        .await
-        .unwrap();
-    db.sql("INSERT INTO Chirps VALUES (1, TIMESTAMP '2020-01-01 06:00:00')")
-        .await
-        .unwrap();
+    db.execute_script(
+        "CREATE TABLE Other (k BIGINT PRIMARY KEY);
+         DROP TABLE Chirps;
+         CREATE TABLE Chirps (id BIGINT PRIMARY KEY, at TIMESTAMP);
+         INSERT INTO Chirps VALUES (1, TIMESTAMP '2020-01-01 06:00:00');",
+    )
+    .await
+    .unwrap();
     assert_eq!(rows(&db, query).await.len(), 1);
     // A literal that is no timestamp, a fraction compared with whole numbers, and text
     // compared with numbers are reported or answered as a statement planned in full is.
