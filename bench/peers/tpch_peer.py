@@ -121,6 +121,7 @@ PRIMARY_KEYS = {
     "orders": ["o_orderkey"],
     "lineitem": ["l_orderkey", "l_linenumber"],
 }
+# Cairn creates the same indexes (crates/cairn-bench/src/tpch/tables.rs, `indexes`).
 INDEXES = [
     ("nation", ["n_regionkey"]),
     ("supplier", ["s_nationkey"]),

@@ -17,6 +17,7 @@
 //! method, for experiments only.
 
 use crate::access_path::{CairnOptions, JoinOverride, Lookup};
+use crate::row_estimate::estimated_rows;
 use crate::scan_exec::DatasetScanExec;
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use cairn_model::arrow_mapping::{arrow_type, value_at};
@@ -40,7 +41,7 @@ use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
@@ -165,13 +166,7 @@ fn plan_index_join(
             continue;
         }
         let (outer, inner) = outer_inner(inner_side, join.left(), join.right());
-        let outer_rows = match StatisticsContext::new()
-            .compute(outer.as_ref(), &StatisticsArgs::new())?
-            .num_rows
-        {
-            Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows as f64),
-            Precision::Absent => None,
-        };
+        let outer_rows = estimated_rows(outer)?;
         for (left_key, right_key) in join.on() {
             let (outer_key, inner_key) = outer_inner(inner_side, left_key, right_key);
             let Some(column) = inner_key.downcast_ref::<Column>() else {

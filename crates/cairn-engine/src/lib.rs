@@ -46,6 +46,7 @@ pub mod memory_limit;
 mod plan_map;
 pub mod prepared;
 mod query_shape;
+mod row_estimate;
 pub mod scan_exec;
 pub mod scan_filter;
 mod scan_outputs;

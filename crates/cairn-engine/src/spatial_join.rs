@@ -19,11 +19,11 @@ use crate::index_join::{
     left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_column, scan_under,
     with_scan,
 };
+use crate::row_estimate::estimated_rows;
 use crate::scan_exec::DatasetScanExec;
 use crate::table::storage_error;
 use cairn_storage::spatial_index::{BoundingBox, column_boxes};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::{JoinSide, internal_err};
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -36,7 +36,6 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::joins::{NestedLoopJoinExec, NestedLoopJoinExecBuilder};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
-use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
@@ -171,13 +170,7 @@ fn plan_spatial_join(
         let Some(index) = scan.rtree_for(&field) else {
             continue;
         };
-        let outer_rows = match StatisticsContext::new()
-            .compute(outer.as_ref(), &StatisticsArgs::new())?
-            .num_rows
-        {
-            Precision::Exact(rows) | Precision::Inexact(rows) => rows as f64,
-            Precision::Absent => f64::INFINITY,
-        };
+        let outer_rows = estimated_rows(outer)?.unwrap_or(f64::INFINITY);
         let scan_cost = scan.cost();
         let inner_rows = scan.dataset().live_rows() as f64;
         let chosen = forced == JoinOverride::Index

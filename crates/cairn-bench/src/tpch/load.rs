@@ -1,6 +1,6 @@
 //! Loads generated TPC-H files into a Cairn database: one dataset per table, declared from the
 //! files' own schema with the specification's primary key, filled by the bulk loader (sorted
-//! components written directly, all or nothing).
+//! components written directly, all or nothing), then indexed on its foreign keys and dates.
 
 use super::generate::{OutputFormat, table_files};
 use super::tables::{TABLES, Table, cairn_schema};
@@ -45,6 +45,11 @@ pub async fn load_tables(
             .storage()
             .load(table.name, &files, None)
             .map_err(|e| format!("loading {}: {e}", table.name))?;
+        for statement in table.index_statements() {
+            db.execute_script(&statement)
+                .await
+                .map_err(|e| format!("{statement}: {e}"))?;
+        }
         loads.push(TableLoad {
             table: table.name,
             rows: report.records,

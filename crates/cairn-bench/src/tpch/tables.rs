@@ -30,6 +30,10 @@ pub struct Table {
     /// The part of the primary key that places rows in partitions (empty: all of it): a
     /// lineitem lives with its order's other lines, a partsupp with its part's other suppliers.
     pub partition_key: &'static [&'static str],
+    /// Secondary btree indexes, each on the fields listed: the foreign-key and date indexes
+    /// the seeds gave PostgreSQL (bench/peers/tpch_peer.py's `INDEXES` holds the same list),
+    /// which Cairn's index joins use where the cost model finds them cheaper.
+    pub indexes: &'static [&'static [&'static str]],
     /// Generator parts per unit of scale factor (rows grow with it); 0 for nation and region,
     /// whose 25 and 5 rows do not.
     pub parts_per_scale_factor: f64,
@@ -44,6 +48,7 @@ pub const TABLES: [Table; 8] = [
         name: "region",
         primary_key: &["r_regionkey"],
         partition_key: &[],
+        indexes: &[],
         parts_per_scale_factor: 0.0,
         tpchgen_schema: RegionArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -58,6 +63,7 @@ pub const TABLES: [Table; 8] = [
         name: "nation",
         primary_key: &["n_nationkey"],
         partition_key: &[],
+        indexes: &[&["n_regionkey"]],
         parts_per_scale_factor: 0.0,
         tpchgen_schema: NationArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -72,6 +78,7 @@ pub const TABLES: [Table; 8] = [
         name: "supplier",
         primary_key: &["s_suppkey"],
         partition_key: &[],
+        indexes: &[&["s_nationkey"]],
         parts_per_scale_factor: 0.2,
         tpchgen_schema: SupplierArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -86,6 +93,7 @@ pub const TABLES: [Table; 8] = [
         name: "customer",
         primary_key: &["c_custkey"],
         partition_key: &[],
+        indexes: &[&["c_nationkey"]],
         parts_per_scale_factor: 1.0,
         tpchgen_schema: CustomerArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -100,6 +108,7 @@ pub const TABLES: [Table; 8] = [
         name: "part",
         primary_key: &["p_partkey"],
         partition_key: &[],
+        indexes: &[],
         parts_per_scale_factor: 1.0,
         tpchgen_schema: PartArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -114,6 +123,7 @@ pub const TABLES: [Table; 8] = [
         name: "partsupp",
         primary_key: &["ps_partkey", "ps_suppkey"],
         partition_key: &["ps_partkey"],
+        indexes: &[&["ps_suppkey"]],
         parts_per_scale_factor: 2.0,
         tpchgen_schema: PartSuppArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -128,6 +138,7 @@ pub const TABLES: [Table; 8] = [
         name: "orders",
         primary_key: &["o_orderkey"],
         partition_key: &[],
+        indexes: &[&["o_custkey"], &["o_orderdate"]],
         parts_per_scale_factor: 3.0,
         tpchgen_schema: OrderArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -142,6 +153,7 @@ pub const TABLES: [Table; 8] = [
         name: "lineitem",
         primary_key: &["l_orderkey", "l_linenumber"],
         partition_key: &["l_orderkey"],
+        indexes: &[&["l_partkey", "l_suppkey"], &["l_suppkey"], &["l_shipdate"]],
         parts_per_scale_factor: 10.0,
         tpchgen_schema: LineItemArrow::schema_ref,
         generator: |scale_factor, part, parts| {
@@ -164,6 +176,22 @@ impl Table {
     /// work units for every core and a progress bar moves.
     pub fn parts(&self, scale_factor: f64) -> usize {
         ((scale_factor * self.parts_per_scale_factor).ceil() as usize).max(1)
+    }
+
+    /// `CREATE INDEX` for each of [`Table::indexes`], named after the table and fields.
+    pub fn index_statements(&self) -> Vec<String> {
+        self.indexes
+            .iter()
+            .map(|fields| {
+                format!(
+                    "CREATE INDEX {}_{} ON {}({})",
+                    self.name,
+                    fields.join("_"),
+                    self.name,
+                    fields.join(", ")
+                )
+            })
+            .collect()
     }
 
     /// `CREATE TABLE` for this table with `schema` (a converted one, see [`to_cairn_types`]):
