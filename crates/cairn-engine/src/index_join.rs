@@ -30,7 +30,7 @@ use datafusion::common::{JoinSide, JoinType, NullEquality, Statistics, internal_
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, UnKnownColumn};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -224,12 +224,26 @@ fn plan_index_join(
     let exec: Arc<dyn ExecutionPlan> = Arc::new(exec);
     Ok(Some(
         match join.properties().output_partitioning().clone() {
-            partitioning @ Partitioning::Hash(..) => {
+            partitioning @ Partitioning::Hash(..) if outputs_columns_of(&partitioning) => {
                 Arc::new(RepartitionExec::try_new(exec, partitioning)?)
             }
             _ => exec,
         },
     ))
+}
+
+/// Whether every expression of a join's `partitioning` reads output columns alone. A join
+/// whose projection drops its keys still declares its partitioning on them, as unknown
+/// columns: no parent can rely on that, and rows cannot be hashed by it.
+fn outputs_columns_of(partitioning: &Partitioning) -> bool {
+    let Partitioning::Hash(expressions, _) = partitioning else {
+        return true;
+    };
+    expressions.iter().all(|expr| {
+        !expr
+            .exists(|node| Ok(node.is::<UnKnownColumn>()))
+            .unwrap_or(true)
+    })
 }
 
 /// The estimated cost of the dataset reads under `plan`, in the cost model's scanned-row

@@ -123,6 +123,28 @@ async fn small_outer_sides_join_through_the_index_and_agree_with_hash_joins() {
     assert!(analyzed.contains("lookup_keys=10"), "{analyzed}");
 }
 
+/// A partitioned hash join whose projection drops its keys promises a partitioning on
+/// columns it no longer outputs; the index join replacing it must not try to keep that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_joins_that_drop_their_keys_become_index_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    db.execute_script(
+        "SET datafusion.optimizer.hash_join_single_partition_threshold = 0; \
+         SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0",
+    )
+    .await
+    .unwrap();
+    let plan = explain(&db, NARROW_INNER).await;
+    assert!(
+        plan.contains("IndexNestedLoopJoinExec: join_type=Inner"),
+        "{plan}"
+    );
+    let answer = rows(&db, NARROW_INNER).await;
+    assert_eq!(answer.len(), 50);
+    assert_eq!(answer, rows_with(&db, "hash", NARROW_INNER).await);
+}
+
 /// Text equality is beyond DataFusion's interval analysis, which would keep a flat 20 % of
 /// the users (400, with 4,000 messages to look up); their names' distinct count says two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
