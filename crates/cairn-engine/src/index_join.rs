@@ -17,7 +17,7 @@
 //! method, for experiments only.
 
 use crate::access_path::{CairnOptions, JoinOverride, Lookup};
-use crate::row_estimate::estimated_rows;
+use crate::row_estimate::{estimated_distinct, estimated_rows};
 use crate::scan_exec::DatasetScanExec;
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use cairn_model::arrow_mapping::{arrow_type, value_at};
@@ -33,6 +33,8 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::{Column, UnKnownColumn};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::InputOrderMode;
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -172,12 +174,12 @@ fn plan_index_join(
             let Some(column) = inner_key.downcast_ref::<Column>() else {
                 continue;
             };
-            let Some(scan) = scan_under(inner, column.index()) else {
+            let Some(scan) = scan_under(inner, column.index(), Reach::GroupKeys) else {
                 continue;
             };
             let field = scan
                 .schema()
-                .field(scan_column(inner, column.index())?)
+                .field(scan_column(inner, column.index(), Reach::GroupKeys)?)
                 .name()
                 .clone();
             let Some(lookup) = scan.lookup_for(&field) else {
@@ -194,7 +196,12 @@ fn plan_index_join(
                 continue;
             }
             let scan_cost = scan.cost();
-            let lookup_cost = outer_rows.map_or(f64::INFINITY, |rows| lookup.cost(rows));
+            // Each distinct key is looked up once, however many outer rows hold it.
+            let keys = match outer_key.downcast_ref::<Column>() {
+                Some(key) => estimated_distinct(outer, key.index())?,
+                None => outer_rows,
+            };
+            let lookup_cost = keys.map_or(f64::INFINITY, |keys| lookup.cost(keys));
             let cost = reading_cost(outer) + lookup_cost;
             let chosen = forced == JoinOverride::Index || cost < hash_cost;
             if !chosen
@@ -256,33 +263,52 @@ pub(crate) fn reading_cost(plan: &Arc<dyn ExecutionPlan>) -> f64 {
     own + plan.children().into_iter().map(reading_cost).sum::<f64>()
 }
 
-/// The dataset scan at the bottom of `plan` if `plan` is one under operators that keep each
-/// row as it is (filters, projections, repartitioning) and output column `column` is one of
-/// the scan's columns passed through unchanged.
-pub(crate) fn scan_under(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Option<&DatasetScanExec> {
+/// How far below a join [`scan_under`] looks for the dataset scan of an inner side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Through operators that keep each row as it is: filters, projections, repartitioning.
+    Rows,
+    /// Also through aggregates, on their group keys: reading only the rows of some keys
+    /// yields exactly those keys' groups, so an equi-join on a group key may restrict the
+    /// aggregate's input (TPC-H Q17's and Q20's decorrelated subqueries).
+    GroupKeys,
+}
+
+/// The dataset scan at the bottom of `plan` if `plan` is one under operators that `reach`
+/// passes and output column `column` is one of the scan's columns passed through unchanged.
+pub(crate) fn scan_under(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+    reach: Reach,
+) -> Option<&DatasetScanExec> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
         return Some(scan);
     }
-    let (child, column) = pass_through(plan, column)?;
-    scan_under(child, column)
+    let (child, column) = pass_through(plan, column, reach)?;
+    scan_under(child, column, reach)
 }
 
 /// The scan's column that output column `column` of `plan` (see [`scan_under`]) passes on.
-pub(crate) fn scan_column(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Result<usize> {
+pub(crate) fn scan_column(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+    reach: Reach,
+) -> Result<usize> {
     if plan.is::<DatasetScanExec>() {
         return Ok(column);
     }
-    match pass_through(plan, column) {
-        Some((child, column)) => scan_column(child, column),
+    match pass_through(plan, column, reach) {
+        Some((child, column)) => scan_column(child, column, reach),
         None => internal_err!("column {column} of {} is not a scan column", plan.name()),
     }
 }
 
-/// The only child of a row-preserving operator, and the child column that its output column
-/// `column` is.
-fn pass_through(
+/// The only child of an operator `reach` passes, and the child column that its output
+/// column `column` is.
+pub(crate) fn pass_through(
     plan: &Arc<dyn ExecutionPlan>,
     column: usize,
+    reach: Reach,
 ) -> Option<(&Arc<dyn ExecutionPlan>, usize)> {
     let child = match plan.children().as_slice() {
         [child] => *child,
@@ -298,6 +324,17 @@ fn pass_through(
             None => (child, column),
         });
     }
+    if let Some(aggregate) = plan.downcast_ref::<AggregateExec>() {
+        // An aggregate outputs its group keys first. Grouping sets, and aggregates that
+        // rely on their input's order, which lookups do not keep, are not passed.
+        let groups = aggregate.group_expr();
+        let passes = reach == Reach::GroupKeys
+            && groups.is_single()
+            && *aggregate.input_order_mode() == InputOrderMode::Linear
+            && aggregate.limit_options().is_none();
+        let (expr, _) = groups.expr().get(column).filter(|_| passes)?;
+        return Some((child, expr.downcast_ref::<Column>()?.index()));
+    }
     let keeps_rows = plan.is::<RepartitionExec>()
         || plan.is::<CoalescePartitionsExec>()
         || plan.is::<CooperativeExec>();
@@ -305,10 +342,20 @@ fn pass_through(
 }
 
 /// `inner` with its dataset scan replaced by `scan`, and without the repartitioning the hash
-/// join had planned for it (the join this plan feeds collects or streams it whole).
+/// join had planned for it (the join this plan feeds collects or streams it whole) — but
+/// with the repartitioning below an aggregate, whose final phase needs each group's rows in
+/// one partition.
 pub(crate) fn with_scan(
     inner: &Arc<dyn ExecutionPlan>,
     scan: Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    replace_scan(inner, scan, false)
+}
+
+fn replace_scan(
+    inner: &Arc<dyn ExecutionPlan>,
+    scan: Arc<dyn ExecutionPlan>,
+    below_aggregate: bool,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     if inner.is::<DatasetScanExec>() {
         return Ok(scan);
@@ -317,8 +364,9 @@ pub(crate) fn with_scan(
     let [child] = children.as_slice() else {
         return internal_err!("{} is not a row-preserving operator", inner.name());
     };
-    let child = with_scan(child, scan)?;
-    if inner.is::<RepartitionExec>() || inner.is::<CoalescePartitionsExec>() {
+    let child = replace_scan(child, scan, below_aggregate || inner.is::<AggregateExec>())?;
+    let exchanges = inner.is::<RepartitionExec>() || inner.is::<CoalescePartitionsExec>();
+    if exchanges && !below_aggregate {
         return Ok(child);
     }
     inner.clone().replace_children(
@@ -357,6 +405,11 @@ struct JoinKeys {
 }
 
 impl IndexNestedLoopJoinExec {
+    /// The hash join this join replaced, over the inputs as they were planned.
+    pub(crate) fn planned_join(&self) -> &HashJoinExec {
+        &self.join
+    }
+
     fn try_new(
         join: &HashJoinExec,
         keys: JoinKeys,
@@ -371,7 +424,7 @@ impl IndexNestedLoopJoinExec {
             key_type,
         } = keys;
         let (outer, planned_inner) = outer_inner(inner_side, join.left(), join.right());
-        let Some(scan) = scan_under(planned_inner, inner_column) else {
+        let Some(scan) = scan_under(planned_inner, inner_column, Reach::GroupKeys) else {
             return internal_err!("index join without a dataset scan on its inner side");
         };
         let inner = with_scan(planned_inner, Arc::new(scan.with_lookup(lookup.clone())?))?;
