@@ -121,7 +121,8 @@ PRIMARY_KEYS = {
     "orders": ["o_orderkey"],
     "lineitem": ["l_orderkey", "l_linenumber"],
 }
-# Cairn creates the same indexes (crates/cairn-bench/src/tpch/tables.rs, `indexes`).
+# Cairn builds the one of these its planner uses, on lineitem (l_partkey, l_suppkey)
+# (crates/cairn-bench/src/tpch/tables.rs, `indexes`).
 INDEXES = [
     ("nation", ["n_regionkey"]),
     ("supplier", ["s_nationkey"]),

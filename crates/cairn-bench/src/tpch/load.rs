@@ -1,6 +1,6 @@
 //! Loads generated TPC-H files into a Cairn database: one dataset per table, declared from the
 //! files' own schema with the specification's primary key, filled by the bulk loader (sorted
-//! components written directly, all or nothing), then indexed on its foreign keys and dates.
+//! components written directly, all or nothing), then given the secondary indexes its plans use.
 
 use super::generate::{OutputFormat, table_files};
 use super::tables::{TABLES, Table, cairn_schema};
