@@ -314,6 +314,14 @@ async fn index_joins_agree_with_hash_joins_under_random_writes() {
                  WHERE u.since >= {low} AND u.since < {} GROUP BY u.id",
                 low + 25
             ),
+            // Looked up through the GROUP BY's input, by its group key.
+            format!(
+                "SELECT u.id, t.written, t.latest FROM users u JOIN \
+                 (SELECT author_id, count(*) AS written, max(at) AS latest FROM messages \
+                  GROUP BY author_id) t ON t.author_id = u.id \
+                 WHERE u.since >= {low} AND u.since < {}",
+                low + 25
+            ),
         ] {
             let through_index = rows_with(&db, "index", &query).await;
             assert!(!through_index.is_empty(), "{query}");
