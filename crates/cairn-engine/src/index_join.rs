@@ -1,6 +1,7 @@
 //! Index nested-loop joins (ARCHITECTURE §7; BigFUN Q12–Q15 "-IX"): a physical optimizer rule
 //! that replaces a hash join whose one side is small and whose other side is a dataset scan
-//! on a field with an index (or the dataset's one-field primary key) by
+//! on a field with an index (or the dataset's one-field primary key), or a GROUP BY over one
+//! joined on that field as a group key, by
 //! [`IndexNestedLoopJoinExec`], which runs the small (outer) side first, looks up the other
 //! (inner) side's rows by the outer side's distinct keys, and joins the two with DataFusion's
 //! own hash join. The inner side is read at the looked-up rows only, instead of in full.
@@ -270,7 +271,7 @@ pub(crate) enum Reach {
     Rows,
     /// Also through aggregates, on their group keys: reading only the rows of some keys
     /// yields exactly those keys' groups, so an equi-join on a group key may restrict the
-    /// aggregate's input (TPC-H Q17's and Q20's decorrelated subqueries).
+    /// aggregate's input (TPC-H Q17's decorrelated subquery).
     GroupKeys,
 }
 
