@@ -6,9 +6,9 @@
 //! (inner) side's rows by the outer side's distinct keys, and joins the two with DataFusion's
 //! own hash join. The inner side is read at the looked-up rows only, instead of in full.
 //!
-//! The choice is by cost, without hints: the lookup costs about `outer rows × rows per key ×`
-//! a fetched row's cost, the hash join a scan of the inner side as it was planned; the
-//! cheaper wins. At run time, if the outer side turns out to hold so many keys that the
+//! The choice is by cost, without hints: the lookup costs about `outer keys × rows per key ×`
+//! a fetched row's cost (the outer side's distinct keys, estimated by row_estimate.rs), the
+//! hash join a scan of the inner side as it was planned; the cheaper wins. At run time, if the outer side turns out to hold so many keys that the
 //! lookups would cost more than the planned scan, the join reads the inner side as planned.
 //!
 //! Restricting the inner side to the keys of the outer side is only sound where the inner
