@@ -1,8 +1,8 @@
-//! Row and key estimates for the outer side of Cairn's index joins: a filter's selectivity from its
-//! input's column statistics, for the predicates DataFusion's interval analysis cannot bound
-//! and leaves at its flat default of 20 % — equality and IN lists on text, LIKE patterns,
-//! disjunctions (TPC-H Q17's `p_brand = ... AND p_container = ...` keeps 0.1 % of the parts,
-//! not 20 %).
+//! Row and key estimates for the outer side of Cairn's index joins: a filter's selectivity
+//! from its input's column statistics, for the predicates DataFusion's interval analysis
+//! cannot bound and leaves at its flat default of 20 % — equality and IN lists on text, LIKE
+//! patterns, disjunctions (TPC-H Q17's `p_brand = ... AND p_container = ...` keeps 0.1 % of
+//! the parts, not 20 %) — and the distinct join keys among those rows.
 //!
 //! Equality takes 1/NDV from the distinct-count sketches the scans report; conjuncts
 //! multiply as if independent, disjuncts add as if independent (`1 − Π(1 − s)`). Ranges on
