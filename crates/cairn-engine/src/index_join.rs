@@ -175,14 +175,11 @@ fn plan_index_join(
             let Some(column) = inner_key.downcast_ref::<Column>() else {
                 continue;
             };
-            let Some(scan) = scan_under(inner, column.index(), Reach::GroupKeys) else {
+            let Some((scan, scan_column)) = scan_under(inner, column.index(), Reach::GroupKeys)
+            else {
                 continue;
             };
-            let field = scan
-                .schema()
-                .field(scan_column(inner, column.index(), Reach::GroupKeys)?)
-                .name()
-                .clone();
+            let field = scan.schema().field(scan_column).name().clone();
             let Some(lookup) = scan.lookup_for(&field) else {
                 continue;
             };
@@ -199,7 +196,7 @@ fn plan_index_join(
             let scan_cost = scan.cost();
             // Each distinct key is looked up once, however many outer rows hold it.
             let keys = match outer_key.downcast_ref::<Column>() {
-                Some(key) => estimated_distinct(outer, key.index())?,
+                Some(key) => estimated_distinct(outer, key.index(), outer_rows)?,
                 None => outer_rows,
             };
             let lookup_cost = keys.map_or(f64::INFINITY, |keys| lookup.cost(keys));
@@ -275,33 +272,19 @@ pub(crate) enum Reach {
     GroupKeys,
 }
 
-/// The dataset scan at the bottom of `plan` if `plan` is one under operators that `reach`
-/// passes and output column `column` is one of the scan's columns passed through unchanged.
+/// The dataset scan at the bottom of `plan`, and the scan's column that output column
+/// `column` of `plan` is, if `plan` is the scan under operators that `reach` passes and that
+/// column is one of the scan's passed through unchanged.
 pub(crate) fn scan_under(
     plan: &Arc<dyn ExecutionPlan>,
     column: usize,
     reach: Reach,
-) -> Option<&DatasetScanExec> {
+) -> Option<(&DatasetScanExec, usize)> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
-        return Some(scan);
+        return Some((scan, column));
     }
     let (child, column) = pass_through(plan, column, reach)?;
     scan_under(child, column, reach)
-}
-
-/// The scan's column that output column `column` of `plan` (see [`scan_under`]) passes on.
-pub(crate) fn scan_column(
-    plan: &Arc<dyn ExecutionPlan>,
-    column: usize,
-    reach: Reach,
-) -> Result<usize> {
-    if plan.is::<DatasetScanExec>() {
-        return Ok(column);
-    }
-    match pass_through(plan, column, reach) {
-        Some((child, column)) => scan_column(child, column, reach),
-        None => internal_err!("column {column} of {} is not a scan column", plan.name()),
-    }
 }
 
 /// The only child of an operator `reach` passes, and the child column that its output
@@ -336,10 +319,15 @@ pub(crate) fn pass_through(
         let (expr, _) = groups.expr().get(column).filter(|_| passes)?;
         return Some((child, expr.downcast_ref::<Column>()?.index()));
     }
-    let keeps_rows = plan.is::<RepartitionExec>()
+    moves_rows_only(plan).then_some((child, column))
+}
+
+/// Whether `plan` passes its input's rows on as they are, only moving them between
+/// partitions or tasks.
+pub(crate) fn moves_rows_only(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.is::<RepartitionExec>()
         || plan.is::<CoalescePartitionsExec>()
-        || plan.is::<CooperativeExec>();
-    keeps_rows.then_some((child, column))
+        || plan.is::<CooperativeExec>()
 }
 
 /// `inner` with its dataset scan replaced by `scan`, and without the repartitioning the hash
@@ -425,7 +413,7 @@ impl IndexNestedLoopJoinExec {
             key_type,
         } = keys;
         let (outer, planned_inner) = outer_inner(inner_side, join.left(), join.right());
-        let Some(scan) = scan_under(planned_inner, inner_column, Reach::GroupKeys) else {
+        let Some((scan, _)) = scan_under(planned_inner, inner_column, Reach::GroupKeys) else {
             return internal_err!("index join without a dataset scan on its inner side");
         };
         let inner = with_scan(planned_inner, Arc::new(scan.with_lookup(lookup.clone())?))?;

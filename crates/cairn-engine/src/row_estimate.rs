@@ -10,7 +10,7 @@
 //! where it is used: an index join whose outer side turns out large reads the inner side as
 //! planned (see index_join.rs).
 
-use crate::index_join::{IndexNestedLoopJoinExec, Reach, pass_through};
+use crate::index_join::{IndexNestedLoopJoinExec, Reach, moves_rows_only, pass_through};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, JoinType, Statistics};
 use datafusion::error::Result;
@@ -23,12 +23,9 @@ use datafusion::physical_expr::{
     AnalysisContext, PhysicalExpr, analyze, conjunction_opt, split_conjunction,
 };
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::scalar::ScalarValue;
 use std::sync::Arc;
@@ -55,10 +52,7 @@ pub(crate) fn estimated_rows(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<f64
         let share = selectivity(filter.predicate(), &statistics, &input.schema());
         return Ok(Some(input_rows * share));
     }
-    let passes_rows_on = plan.is::<ProjectionExec>()
-        || plan.is::<RepartitionExec>()
-        || plan.is::<CoalescePartitionsExec>()
-        || plan.is::<CooperativeExec>();
+    let passes_rows_on = plan.is::<ProjectionExec>() || moves_rows_only(plan);
     if passes_rows_on && let [child] = plan.children().as_slice() {
         return estimated_rows(child);
     }
@@ -72,12 +66,13 @@ pub(crate) fn estimated_rows(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<f64
 /// nor than the column it comes from has — followed through the operators [`pass_through`]
 /// passes and through joins to the side it comes from — down to the distinct counts the
 /// statistics report. An index join looks up each distinct key once (a filtered part's 200
-/// keys, not the 6,000 lines they join, in TPC-H Q17).
+/// keys, not the 6,000 lines they join, in TPC-H Q17). `rows` is `plan`'s
+/// [`estimated_rows`], which the caller has at hand.
 pub(crate) fn estimated_distinct(
     plan: &Arc<dyn ExecutionPlan>,
     column: usize,
+    rows: Option<f64>,
 ) -> Result<Option<f64>> {
-    let rows = estimated_rows(plan)?;
     let source = pass_through(plan, column, Reach::GroupKeys).or_else(|| {
         let join = match plan.downcast_ref::<IndexNestedLoopJoinExec>() {
             Some(index_join) => index_join.planned_join(),
@@ -86,7 +81,9 @@ pub(crate) fn estimated_distinct(
         join_source(join, column)
     });
     let below = match source {
-        Some((child, child_column)) => estimated_distinct(child, child_column)?,
+        Some((child, child_column)) => {
+            estimated_distinct(child, child_column, estimated_rows(child)?)?
+        }
         None => match statistics(plan)?.column_statistics.get(column) {
             Some(column) => match column.distinct_count {
                 Precision::Exact(count) | Precision::Inexact(count) => Some(count as f64),
@@ -348,87 +345,64 @@ mod tests {
         );
     }
 
+    /// A column of [`schema`].
+    fn column(name: &str) -> Arc<dyn PhysicalExpr> {
+        col(name, &schema()).expect("a column of the test schema")
+    }
+
+    /// `left op right` over [`schema`].
+    fn apply(
+        left: Arc<dyn PhysicalExpr>,
+        op: Operator,
+        right: Arc<dyn PhysicalExpr>,
+    ) -> Arc<dyn PhysicalExpr> {
+        binary(left, op, right, &schema()).expect("operands the operator takes")
+    }
+
+    fn brand_is(brand: &str) -> Arc<dyn PhysicalExpr> {
+        apply(column("brand"), Operator::Eq, lit(brand))
+    }
+
     #[test]
     fn text_equality_keeps_one_distinct_value() {
-        let schema = schema();
-        let brand_is = |b: &str| {
-            binary(
-                col("brand", &schema).unwrap(),
-                Operator::Eq,
-                lit(b),
-                &schema,
-            )
-            .unwrap()
-        };
         close(share(brand_is("Brand#23")), 1.0 / 25.0);
-        let brand_not = binary(
-            col("brand", &schema).unwrap(),
-            Operator::NotEq,
-            lit("x"),
-            &schema,
-        )
-        .unwrap();
-        close(share(brand_not), 24.0 / 25.0);
+        close(
+            share(apply(column("brand"), Operator::NotEq, lit("x"))),
+            24.0 / 25.0,
+        );
         let list = in_list(
-            col("brand", &schema).unwrap(),
+            column("brand"),
             vec![lit("a"), lit("b"), lit("c")],
             &false,
-            &schema,
+            &schema(),
         )
-        .unwrap();
+        .expect("an IN list of text");
         close(share(list), 3.0 / 25.0);
     }
 
     #[test]
     fn conjunctions_multiply_and_disjunctions_add_independently() {
-        let schema = schema();
-        let brand_is = |b: &str| {
-            binary(
-                col("brand", &schema).unwrap(),
-                Operator::Eq,
-                lit(b),
-                &schema,
-            )
-            .unwrap()
-        };
-        let both = binary(brand_is("a"), Operator::And, brand_is("b"), &schema).unwrap();
+        let both = apply(brand_is("a"), Operator::And, brand_is("b"));
         close(share(both), 1.0 / 625.0);
-        let either = binary(brand_is("a"), Operator::Or, brand_is("b"), &schema).unwrap();
+        let either = apply(brand_is("a"), Operator::Or, brand_is("b"));
         close(share(either), 2.0 / 25.0 - 1.0 / 625.0);
     }
 
     #[test]
     fn numeric_ranges_use_interval_analysis() {
-        let schema = schema();
-        let small = binary(
-            col("size", &schema).unwrap(),
-            Operator::LtEq,
-            lit(5i64),
-            &schema,
-        )
-        .unwrap();
-        let kept = share(small);
+        let size = |op, n: i64| apply(column("size"), op, lit(n));
+        let kept = share(size(Operator::LtEq, 5));
         assert!(
             (0.05..=0.15).contains(&kept),
             "size <= 5 of 1..=50 kept {kept}"
         );
         // Two bounds on one column make one narrow range, beside a text conjunct.
-        let size = |op, n: i64| binary(col("size", &schema).unwrap(), op, lit(n), &schema).unwrap();
-        let narrow = binary(
+        let narrow = apply(
             size(Operator::GtEq, 10),
             Operator::And,
             size(Operator::Lt, 15),
-            &schema,
-        )
-        .unwrap();
-        let brand = binary(
-            col("brand", &schema).unwrap(),
-            Operator::Eq,
-            lit("a"),
-            &schema,
-        )
-        .unwrap();
-        let kept = share(binary(brand, Operator::And, narrow, &schema).unwrap());
+        );
+        let kept = share(apply(brand_is("a"), Operator::And, narrow));
         assert!(
             (0.002..=0.006).contains(&kept),
             "brand = a AND size in [10, 15) kept {kept}"
@@ -454,23 +428,14 @@ mod tests {
             like_selectivity("100\\%", Some(10.0)),
             0.2f64.powi(4).max(0.1),
         );
-        let schema = schema();
-        let negated = like(
-            true,
-            false,
-            col("comment", &schema).unwrap(),
-            lit("%a%"),
-            &schema,
-        )
-        .unwrap();
+        let negated =
+            like(true, false, column("comment"), lit("%a%"), &schema()).expect("LIKE over text");
         close(share(negated), 0.8);
     }
 
     #[test]
     fn null_tests_use_the_null_count() {
-        let schema = schema();
-        let comment = col("comment", &schema).unwrap();
-        close(share(Arc::new(IsNullExpr::new(comment.clone()))), 0.1);
-        close(share(Arc::new(IsNotNullExpr::new(comment))), 0.9);
+        close(share(Arc::new(IsNullExpr::new(column("comment")))), 0.1);
+        close(share(Arc::new(IsNotNullExpr::new(column("comment")))), 0.9);
     }
 }

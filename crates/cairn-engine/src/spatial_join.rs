@@ -16,8 +16,8 @@
 
 use crate::access_path::{JoinOverride, NearestRows, fetch_cost};
 use crate::index_join::{
-    Reach, left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_column,
-    scan_under, with_scan,
+    Reach, left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_under,
+    with_scan,
 };
 use crate::row_estimate::estimated_rows;
 use crate::scan_exec::DatasetScanExec;
@@ -162,10 +162,9 @@ fn plan_spatial_join(
             continue;
         }
         let (outer, inner) = outer_inner(condition.inner_side, join.left(), join.right());
-        let Some(scan) = scan_under(inner, condition.inner_column, Reach::Rows) else {
+        let Some((scan, column)) = scan_under(inner, condition.inner_column, Reach::Rows) else {
             continue;
         };
-        let column = scan_column(inner, condition.inner_column, Reach::Rows)?;
         let field = scan.schema().field(column).name().clone();
         let Some(index) = scan.rtree_for(&field) else {
             continue;

@@ -18,7 +18,7 @@
 //! window and the join but sorts, repartitions and projections, and no filter between the
 //! join and its rtree scan.
 
-use crate::index_join::{Reach, outer_inner, scan_column, scan_under};
+use crate::index_join::{Reach, outer_inner, scan_under};
 use crate::scan_exec::DatasetScanExec;
 use crate::spatial_join::{NearestJoin, SpatialIndexJoinExec};
 use datafusion::common::config::ConfigOptions;
@@ -372,8 +372,7 @@ fn on_side(
 /// child's column `column` passes on (`None` if it is computed).
 fn inner_field(join: &SpatialIndexJoinExec, column: usize) -> Option<(&DatasetScanExec, String)> {
     let (_, inner) = outer_inner(join.inner_side, join.join.left(), join.join.right());
-    let scan = scan_under(inner, column, Reach::Rows)?;
-    let field = scan_column(inner, column, Reach::Rows).ok()?;
+    let (scan, field) = scan_under(inner, column, Reach::Rows)?;
     Some((scan, scan.schema().field(field).name().clone()))
 }
 
