@@ -59,6 +59,23 @@ async fn users_and_messages(
     db
 }
 
+/// `query`'s plan and answer, after asserting that the plan joins through an index
+/// nested-loop join of `join_type` and that the answer is the hash join's.
+async fn joined_through_index(
+    db: &Database,
+    query: &str,
+    join_type: &str,
+) -> (String, Vec<String>) {
+    let plan = explain(db, query).await;
+    assert!(
+        plan.contains(&format!("IndexNestedLoopJoinExec: join_type={join_type},")),
+        "{plan}"
+    );
+    let answer = rows(db, query).await;
+    assert_eq!(answer, rows_with(db, "hash", query).await, "{query}");
+    (plan, answer)
+}
+
 const NARROW_INNER: &str = "SELECT u.name, m.body FROM users u JOIN messages m \
      ON m.author_id = u.id WHERE u.since >= 100 AND u.since < 110 AND m.at < 500";
 const NARROW_LEFT_OUTER: &str = "SELECT u.id, count(m.message_id) AS written FROM users u \
@@ -76,19 +93,13 @@ async fn small_outer_sides_join_through_the_index_and_agree_with_hash_joins() {
     let dir = tempfile::tempdir().unwrap();
     let db = fixture(dir.path()).await;
 
-    let plan = explain(&db, NARROW_INNER).await;
-    assert!(
-        plan.contains("IndexNestedLoopJoinExec: join_type=Inner"),
-        "{plan}"
-    );
+    let (plan, answer) = joined_through_index(&db, NARROW_INNER, "Inner").await;
     assert!(
         plan.contains("access=index lookup messages_author on author_id for the join's keys"),
         "{plan}"
     );
-    let answer = rows(&db, NARROW_INNER).await;
     // Ten users, ten messages each, half of them with `at < 500`.
     assert_eq!(answer.len(), 50);
-    assert_eq!(answer, rows_with(&db, "hash", NARROW_INNER).await);
 
     // Left-outer: users without a late message still appear, with a count of zero.
     let plan = explain(&db, NARROW_LEFT_OUTER).await;
@@ -135,14 +146,8 @@ async fn partitioned_joins_that_drop_their_keys_become_index_joins() {
     )
     .await
     .unwrap();
-    let plan = explain(&db, NARROW_INNER).await;
-    assert!(
-        plan.contains("IndexNestedLoopJoinExec: join_type=Inner"),
-        "{plan}"
-    );
-    let answer = rows(&db, NARROW_INNER).await;
+    let (_, answer) = joined_through_index(&db, NARROW_INNER, "Inner").await;
     assert_eq!(answer.len(), 50);
-    assert_eq!(answer, rows_with(&db, "hash", NARROW_INNER).await);
 }
 
 /// A join on an aggregate's group key reads only the groups of the outer side's keys: the
@@ -154,22 +159,16 @@ async fn joins_on_group_keys_look_up_the_aggregates_input() {
     let per_author = "SELECT u.name, t.written, t.latest FROM users u JOIN \
          (SELECT author_id, count(*) AS written, max(at) AS latest FROM messages \
           GROUP BY author_id) t ON t.author_id = u.id WHERE u.since >= 100 AND u.since < 110";
-    let plan = explain(&db, per_author).await;
-    assert!(
-        plan.contains("IndexNestedLoopJoinExec: join_type=Inner"),
-        "{plan}"
-    );
+    let (plan, answer) = joined_through_index(&db, per_author, "Inner").await;
     assert!(
         plan.contains("access=index lookup messages_author on author_id for the join's keys"),
         "{plan}"
     );
-    let answer = rows(&db, per_author).await;
     assert_eq!(answer.len(), 10);
     assert!(
         answer.iter().all(|line| line.contains("| 10 ")),
         "{answer:?}"
     );
-    assert_eq!(answer, rows_with(&db, "hash", per_author).await);
 
     // Correlated, as Q17 is: each author's messages older than the author's average.
     let correlated = "SELECT u.id, m.message_id FROM users u JOIN messages m \
@@ -207,14 +206,8 @@ async fn outer_sides_filtered_on_text_are_estimated_by_distinct_values() {
     let db = fixture(dir.path()).await;
     let by_name = "SELECT u.name, m.body FROM users u JOIN messages m ON m.author_id = u.id \
          WHERE u.name IN ('user 7', 'user 8')";
-    let plan = explain(&db, by_name).await;
-    assert!(
-        plan.contains("IndexNestedLoopJoinExec: join_type=Inner"),
-        "{plan}"
-    );
-    let answer = rows(&db, by_name).await;
+    let (_, answer) = joined_through_index(&db, by_name, "Inner").await;
     assert_eq!(answer.len(), 20);
-    assert_eq!(answer, rows_with(&db, "hash", by_name).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
