@@ -4,7 +4,7 @@
 //! files.
 
 use cairn_bench::tpch::generate::{GenerateOptions, OutputFormat, generate_to_dir};
-use cairn_bench::tpch::load::load_tables;
+use cairn_bench::tpch::load::{create_indexes, load_tables};
 use cairn_bench::tpch::params::{random, validation};
 use cairn_bench::tpch::queries::instantiate;
 use cairn_bench::tpch_bench::{check_answers, run_on_cairn, run_peer};
@@ -40,6 +40,7 @@ fn all_22_queries_answer_as_duckdb_answers_them() {
     for load in &loads {
         assert_eq!(load.rows, rows(load.table), "{}", load.table);
     }
+    runtime.block_on(create_indexes(&db)).unwrap();
 
     let mut labels = Vec::new();
     let mut queries = Vec::new();

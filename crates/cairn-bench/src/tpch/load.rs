@@ -1,6 +1,7 @@
 //! Loads generated TPC-H files into a Cairn database: one dataset per table, declared from the
 //! files' own schema with the specification's primary key, filled by the bulk loader (sorted
-//! components written directly, all or nothing), then given the secondary indexes its plans use.
+//! components written directly, all or nothing); and the secondary indexes its plans use,
+//! built once the datasets hold their final components.
 
 use super::generate::{OutputFormat, table_files};
 use super::tables::{TABLES, Table, cairn_schema};
@@ -45,11 +46,6 @@ pub async fn load_tables(
             .storage()
             .load(table.name, &files, None)
             .map_err(|e| format!("loading {}: {e}", table.name))?;
-        for statement in table.index_statements() {
-            db.execute_script(&statement)
-                .await
-                .map_err(|e| format!("{statement}: {e}"))?;
-        }
         loads.push(TableLoad {
             table: table.name,
             rows: report.records,
@@ -57,6 +53,19 @@ pub async fn load_tables(
         });
     }
     Ok(loads)
+}
+
+/// Builds every table's [`Table::indexes`]. After compaction, if any: an index built before
+/// would be built again for the merged components.
+pub async fn create_indexes(db: &Database) -> Result<(), String> {
+    for table in &TABLES {
+        for statement in table.index_statements() {
+            db.execute_script(&statement)
+                .await
+                .map_err(|e| format!("{statement}: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The schema `table`'s generated files hold: read from a Parquet footer, or — for CSV, which
