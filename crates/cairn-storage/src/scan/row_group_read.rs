@@ -469,11 +469,14 @@ impl SelectedRows<'_> {
     }
 
     /// Decodes `columns` (of the dataset schema) of the rows at `offsets` (ascending, a
-    /// subset of the selection, all live), in that order, in batches: from just the pages
-    /// holding them (the second read selects rows already known live, so it matches them by
-    /// offset without looking up deletion marks again), or, when they are many, from the
-    /// whole selection (`rows_read` rows), filtered. The flag says the latter: then the
-    /// batches are the selection's, one for each batch a read of it returns.
+    /// subset of the selection, all live), in that order, in batches. Flat fixed-width plain
+    /// columns are gathered from just the pages holding the rows, however many they are: that
+    /// decodes no more pages than reading the selection does, without the record reader's
+    /// seeking. The others are decoded from just the pages holding the rows (the second read
+    /// selects rows already known live, so it matches them by offset without looking up
+    /// deletion marks again), or, when the rows are many, from the whole selection
+    /// (`rows_read` rows), filtered. The flag says the latter: then the batches are the
+    /// selection's, one for each batch a read of it returns.
     fn read_rows_at(
         &self,
         offsets: &[u64],
@@ -483,16 +486,17 @@ impl SelectedRows<'_> {
     ) -> Result<(Vec<RecordBatch>, bool)> {
         let runs = offset_runs(offsets);
         let sparse = reads_sparsely(runs.len(), rows_read);
-        let batches: Vec<RecordBatch> = if sparse {
-            let paged = self.component.paged_metadata()?;
-            let groups = [(self.row_group, offsets.to_vec())];
-            read_gathering(
-                self.component,
-                &paged,
-                &groups,
-                offsets.len(),
-                columns,
-                |others| {
+        let paged = self.component.paged_metadata()?;
+        let groups = [(self.row_group, offsets.to_vec())];
+        let mut read_whole_selection = false;
+        let batches = read_gathering(
+            self.component,
+            &paged,
+            &groups,
+            offsets.len(),
+            columns,
+            |others| {
+                if sparse {
                     let just_these = SelectedRows {
                         metadata: &paged,
                         selection: Some(row_selection(&runs)),
@@ -500,21 +504,21 @@ impl SelectedRows<'_> {
                         ..*self
                     };
                     let batches = just_these.read_offsets(Some(others), struct_fields)?;
-                    Ok(batches.into_iter().map(|(batch, _)| batch).collect())
-                },
-            )?
-        } else {
-            let mut wanted = offsets.iter().peekable();
-            let mut kept = Vec::new();
-            for (batch, batch_offsets) in self.read_offsets(Some(columns), struct_fields)? {
-                let keep: BooleanArray = batch_offsets
-                    .iter()
-                    .map(|offset| Some(wanted.next_if_eq(&offset).is_some()))
-                    .collect();
-                kept.push(arrow::compute::filter_record_batch(&batch, &keep)?);
-            }
-            kept
-        };
+                    return Ok(batches.into_iter().map(|(batch, _)| batch).collect());
+                }
+                read_whole_selection = true;
+                let mut wanted = offsets.iter().peekable();
+                let mut kept = Vec::new();
+                for (batch, batch_offsets) in self.read_offsets(Some(others), struct_fields)? {
+                    let keep: BooleanArray = batch_offsets
+                        .iter()
+                        .map(|offset| Some(wanted.next_if_eq(&offset).is_some()))
+                        .collect();
+                    kept.push(arrow::compute::filter_record_batch(&batch, &keep)?);
+                }
+                Ok(kept)
+            },
+        )?;
         if batches.iter().map(RecordBatch::num_rows).sum::<usize>() != offsets.len() {
             return Err(StorageError::corrupt(
                 &self.component.path,
@@ -525,7 +529,7 @@ impl SelectedRows<'_> {
                 ),
             ));
         }
-        Ok((batches, !sparse))
+        Ok((batches, read_whole_selection))
     }
 
     /// How many rows are selected, deleted ones included.
