@@ -556,7 +556,7 @@ impl Dataset {
         keys.sort_unstable();
         keys.dedup();
         let mut records = Vec::new();
-        let mut component_rows: Vec<(ComponentRef, Vec<u64>)> = Vec::new();
+        let mut component_rows: Vec<(ComponentRef, Vec<(u64, &Key)>)> = Vec::new();
         for key in &keys {
             match self.lookup(key)? {
                 None => {}
@@ -566,8 +566,8 @@ impl Dataset {
                         .iter_mut()
                         .find(|(known, _)| known.same_component(&component))
                     {
-                        Some((_, rows)) => rows.push(row),
-                        None => component_rows.push((component, vec![row])),
+                        Some((_, rows)) => rows.push((row, key)),
+                        None => component_rows.push((component, vec![(row, key)])),
                     }
                 }
             }
@@ -577,11 +577,14 @@ impl Dataset {
             let records: Vec<&Record> = records.iter().collect();
             batches.push(self.shape.records_batch(&records, projection)?);
         }
-        for (component, mut rows) in component_rows {
+        for (component, mut found) in component_rows {
             // Distinct keys have distinct rows; fetches want them ascending.
-            rows.sort_unstable();
+            found.sort_unstable_by_key(|&(row, _)| row);
+            let (rows, keys): (Vec<u64>, Vec<&Key>) = found.into_iter().unzip();
             match component {
-                ComponentRef::Disk(disk) => batches.extend(disk.fetch_rows(&rows, projection)?),
+                ComponentRef::Disk(disk) => {
+                    batches.extend(disk.fetch_rows_keyed(&rows, &keys, projection)?)
+                }
                 ComponentRef::Frozen(frozen) => batches.push(frozen.batch_of(&rows, projection)?),
             }
         }
