@@ -834,7 +834,7 @@ pub fn search_sorted(shape: &DatasetShape, key_columns: &[ArrayRef], key: &Key) 
     if let ([KeyValue::Int(wanted)], [column]) = (key.0.as_slice(), key_columns)
         && let Some(ints) = column.as_primitive_opt::<Int64Type>()
     {
-        return ints.values().binary_search(wanted).ok();
+        return crate::int_search::search_ints(ints.values(), *wanted);
     }
     let rows = key_columns.first().map_or(0, |c| c.len());
     let (mut lo, mut hi) = (0usize, rows);

@@ -36,6 +36,7 @@ pub mod durable_file;
 pub mod error;
 pub mod file_reaper;
 pub mod flush;
+mod int_search;
 pub mod manifest;
 pub mod memory_chunk;
 pub mod memory_component;
