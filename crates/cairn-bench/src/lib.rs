@@ -1,6 +1,7 @@
 //! Cairn's benchmarks: data generators, workloads and drivers whose results go to
 //! `bench/results/` with the machine, versions, data size and command line.
 
+pub mod allocator;
 pub mod bigfun;
 pub mod bigfun_bench;
 pub mod bigfun_paper;

@@ -118,6 +118,7 @@ fn print_report(results_dir: &std::path::Path, file: &str) {
 }
 
 fn main() {
+    cairn_bench::allocator::keep_freed_memory();
     let cli = Cli::parse();
     let outcome: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Storage {

@@ -86,6 +86,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    cairn_bench::allocator::keep_freed_memory();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,
