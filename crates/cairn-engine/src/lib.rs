@@ -47,6 +47,7 @@ mod plan_map;
 pub mod prepared;
 mod query_shape;
 mod row_estimate;
+pub mod runtime_filter_reach;
 pub mod scan_exec;
 pub mod scan_filter;
 mod scan_outputs;

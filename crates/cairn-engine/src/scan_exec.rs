@@ -495,11 +495,36 @@ impl DatasetScanExec {
         Box::pin(RecordBatchStreamAdapter::new(self.read_schema(), read))
     }
 
-    /// Whether a hash join's runtime filter would be taken by this scan: only a full scan
-    /// planned to decode its other columns page by page for few passing rows (a row share
-    /// under 1) gains by dropping some of them (see `test_runtime_filter` in cairn-storage).
+    /// Whether a hash join's runtime filter spares this scan pages: a full scan planned to
+    /// decode its other columns page by page for few passing rows (a row share under 1)
+    /// decodes them for none of the rows it drops (see `test_runtime_filter` in
+    /// cairn-storage). Such a scan keeps its columns for the filter (see
+    /// `try_swapping_with_projection`).
     fn may_take_runtime_filters(&self) -> bool {
         matches!(self.access, Access::Full { row_share, .. } if row_share < 1.0)
+    }
+
+    /// Whether this scan takes a hash join's runtime filter: every full scan without
+    /// [`ScanOutputs`] (the filter, written over the scan's outputs, does not name the
+    /// columns storage reads once the scan took in a projection). One reading its columns
+    /// together spares no page, but a GROUP BY between it and the join is spared the rows
+    /// dropped; where none is, runtime_filter_reach.rs takes the filters back, and storage
+    /// stops testing a filter that drops few (see `tested_at_runtime` in cairn-storage).
+    fn takes_runtime_filters(&self) -> bool {
+        matches!(self.access, Access::Full { .. }) && self.outputs.is_none()
+    }
+
+    /// A copy without its runtime filters, when it reads its columns together and `grouped`
+    /// says no GROUP BY lies between it and the join filling them: then the filters spare
+    /// nothing (see runtime_filter_reach.rs). `None` when it keeps them.
+    pub(crate) fn without_runtime_filters_unless(&self, grouped: bool) -> Option<DatasetScanExec> {
+        if self.runtime_filters.is_empty() || grouped || self.may_take_runtime_filters() {
+            return None;
+        }
+        let mut scan = self.reading_copy();
+        scan.runtime_filters.clear();
+        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
+        Some(scan)
     }
 
     /// What storage may leave out of the columns read (see [`ScanOutputs`]).
@@ -910,9 +935,9 @@ impl ExecutionPlan for DatasetScanExec {
     }
 
     /// Takes the dynamic filters a hash join pushes to its probe side, when this is a full
-    /// scan that decodes late for few rows. Every filter stays where it was too (none is
-    /// reported as pushed down): the scan may return rows failing one, and the join tests
-    /// them anyway.
+    /// scan (see [`DatasetScanExec::takes_runtime_filters`]). Every filter stays where it
+    /// was too (none is reported as pushed down): the scan may return rows failing one, and
+    /// the join tests them anyway.
     fn handle_child_pushdown_result(
         &self,
         _phase: FilterPushdownPhase,
@@ -921,18 +946,15 @@ impl ExecutionPlan for DatasetScanExec {
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let filters = child_pushdown_result.parent_filters;
         let unsupported = vec![PushedDown::No; filters.len()];
-        // Storage tests a runtime filter on the columns it reads, which the filter, written
-        // over a scan's outputs, does not name once the scan took in a projection.
-        let taken: Vec<Arc<dyn PhysicalExpr>> =
-            if self.may_take_runtime_filters() && self.outputs.is_none() {
-                filters
-                    .into_iter()
-                    .map(|pushed| pushed.filter)
-                    .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
-                    .collect()
-            } else {
-                Vec::new()
-            };
+        let taken: Vec<Arc<dyn PhysicalExpr>> = if self.takes_runtime_filters() {
+            filters
+                .into_iter()
+                .map(|pushed| pushed.filter)
+                .filter(|filter| filter.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let propagation = FilterPushdownPropagation::with_parent_pushdown_result(unsupported);
         if taken.is_empty() {
             return Ok(propagation);

@@ -10,8 +10,8 @@ use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, pa
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
 use crate::scan::page_gather::{concatenated, read_gathering};
-use crate::scan::text_lengths::{read_text_lengths, uncounted, with_counts};
 use crate::scan::text_lengths::columnless_batch;
+use crate::scan::text_lengths::{read_text_lengths, uncounted, with_counts};
 use arrow::array::{
     ArrayData, ArrayRef, MutableArrayData, RecordBatch, RecordBatchOptions, make_array,
 };

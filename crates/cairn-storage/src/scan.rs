@@ -657,10 +657,13 @@ impl PartitionScan {
                     self.eager_would_do = dense;
                     self.rows_read_eagerly +=
                         out.iter().map(|batch| batch.num_rows() as u64).sum::<u64>();
-                    out
+                    self.tested_at_runtime(out)?
                 }
             }
-            _ => self.read_together(read, &mut matched)?.0,
+            _ => {
+                let (out, _) = self.read_together(read, &mut matched)?;
+                self.tested_at_runtime(out)?
+            }
         };
         if let Some(ids) = unit_ids {
             // Only a unit read in full is known to hold no match: the key bounds come from

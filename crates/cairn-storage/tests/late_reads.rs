@@ -332,6 +332,8 @@ struct Modulo {
     narrowed: Option<(Vec<usize>, Box<Modulo>)>,
     /// False for a filter whose join has not filled it yet.
     ready: bool,
+    /// The filter passes the other remainders instead.
+    inverted: bool,
 }
 
 impl Modulo {
@@ -342,6 +344,7 @@ impl Modulo {
             remainder,
             narrowed: None,
             ready: true,
+            inverted: false,
         };
         Modulo {
             position,
@@ -349,11 +352,22 @@ impl Modulo {
             remainder,
             narrowed: Some((vec![position], Box::new(alone))),
             ready: true,
+            inverted: false,
         }
     }
 
+    /// `v % divisor != remainder`, otherwise as [`Modulo::new`].
+    fn failing(position: usize, divisor: i64, remainder: i64) -> Modulo {
+        let mut modulo = Modulo::new(position, divisor, remainder);
+        modulo.inverted = true;
+        if let Some((_, alone)) = modulo.narrowed.as_mut() {
+            alone.inverted = true;
+        }
+        modulo
+    }
+
     fn passes(&self, value: i64) -> bool {
-        value.rem_euclid(self.divisor) == self.remainder
+        (value.rem_euclid(self.divisor) == self.remainder) != self.inverted
     }
 }
 
@@ -379,18 +393,20 @@ type ColumnOfId = (usize, fn(i64) -> i64);
 /// A runtime filter drops the rows it fails before their other columns are decoded, whether
 /// it reads a column the filter read (v) or one it did not (id), and whether the filter was
 /// tested on stored values or decoded: the answer is the filter's and the runtime filter's
-/// together. Where more than one row in 64 passes the filter, it is not tested.
+/// together. Where more than one row in 64 passes the filter, it is tested once the rows
+/// are decoded (it drops two in three, so it is tested throughout).
 #[test]
 fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
     let dir = tempfile::tempdir().unwrap();
     let items = 40_000;
     let storage = items_flushed_in(dir.path(), spread_v, items, 20_000);
     let one = spread_v(4321);
-    // One row and about one in 2,048 (few enough to test); about three in eight (too many).
-    for (lower, upper, sparse) in [
+    // One row and about one in 2,048 (tested before the other columns are decoded); about
+    // three in eight (tested after).
+    for (lower, upper, before_decoding) in [
         (one, one + 1, true),
         (0, 1 << 30, true),
-        // About one in 128: tested, but the other columns are read with the whole selection.
+        // About one in 128: the other columns are read with the whole selection.
         (0, 1 << 34, true),
         (-(1 << 39), 1 << 38, false),
     ] {
@@ -402,14 +418,11 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
                 let passing: Vec<i64> = (0..items)
                     .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
                     .collect();
-                let expected: Vec<i64> = match sparse {
-                    true => passing
-                        .iter()
-                        .copied()
-                        .filter(|id| runtime.passes(value_of(*id)))
-                        .collect(),
-                    false => passing.clone(),
-                };
+                let expected: Vec<i64> = passing
+                    .iter()
+                    .copied()
+                    .filter(|id| runtime.passes(value_of(*id)))
+                    .collect();
                 let filter = VBetween::offering(1, lower, upper, true, stored);
                 let scanned = scan_with_runtime_filter(
                     &storage,
@@ -426,13 +439,16 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
                     .collect();
                 ids.sort_unstable();
                 assert_eq!(ids, expected, "{case}");
+                let decoded = match before_decoding {
+                    true => expected.len(),
+                    false => passing.len(),
+                };
                 assert_eq!(
                     scanned.read_late + scanned.read_eagerly,
-                    expected.len() as u64,
+                    decoded as u64,
                     "{case}"
                 );
-                let tested = if sparse { passing.len() as u64 } else { 0 };
-                assert_eq!(scanned.tested_at_runtime, tested, "{case}");
+                assert_eq!(scanned.tested_at_runtime, passing.len() as u64, "{case}");
                 assert_eq!(
                     scanned.dropped_at_runtime,
                     (passing.len() - expected.len()) as u64,
@@ -441,6 +457,50 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
             }
         }
     }
+}
+
+/// A runtime filter that drops fewer than half the rows it is tested on stops being tested
+/// once a sample of rows has been: the join above it would look the same keys up again for
+/// the rows it keeps. The answer holds every row it passes, and the rest of those it was not
+/// tested on.
+#[test]
+fn runtime_filters_dropping_few_rows_stop_being_tested() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 80_000;
+    // Ten row groups per partition: the sample ends after a few of them.
+    let storage = items_flushed_in(dir.path(), spread_v, items, 4_000);
+    let runtime = Modulo::failing(0, 3, 1);
+    let filter = VBetween::offering(1, i64::MIN, i64::MAX, true, false);
+    let scanned = scan_with_runtime_filter(
+        &storage,
+        &[0, 1, 2, 3],
+        filter,
+        Vec::new(),
+        Some(Arc::new(runtime)),
+    );
+    let live: Vec<i64> = (0..items).filter(|id| id % 11 != 0).collect();
+    let tested = scanned.tested_at_runtime;
+    assert!(
+        (16_384..live.len() as u64 * 3 / 4).contains(&tested),
+        "tested {tested} of {}",
+        live.len()
+    );
+    let dropped = scanned.dropped_at_runtime;
+    assert!(
+        (tested / 4..tested / 2).contains(&dropped),
+        "dropped {dropped} of {tested}"
+    );
+    assert_eq!(scanned.rows.len() as u64, live.len() as u64 - dropped);
+    let returned: std::collections::HashSet<i64> = scanned
+        .rows
+        .iter()
+        .map(|row| row.split(" | ").next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        live.iter()
+            .filter(|id| *id % 3 != 1)
+            .all(|id| returned.contains(id))
+    );
 }
 
 /// A runtime filter its join has not filled yet is not tested: the scan answers as if it had
