@@ -17,7 +17,7 @@ use datafusion::error::Result;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::joins::HashJoinExec;
-use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
+use datafusion::physical_plan::{ExecutionPlan, replace_children_if_necessary};
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
@@ -44,7 +44,7 @@ impl PhysicalOptimizerRule for RuntimeFilterReach {
 /// `plan` with the runtime filters taken back from the scans that read their columns
 /// together with no aggregate between them and the nearest hash join above; `grouped` says
 /// whether one lies between `plan` and that join. Nodes above no changed scan are kept as
-/// they are, so the joins keep the dynamic filters the scans still hold.
+/// they are; a rebuilt join keeps its dynamic filter, which the scans still holding it read.
 fn with_reachable_filters(
     plan: Arc<dyn ExecutionPlan>,
     grouped: bool,
@@ -60,21 +60,13 @@ fn with_reachable_filters(
     } else {
         grouped || plan.downcast_ref::<AggregateExec>().is_some()
     };
-    let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
-    let mut changed = false;
-    let mut new_children = Vec::with_capacity(children.len());
-    for child in children {
-        let new_child = with_reachable_filters(child.clone(), grouped_below)?;
-        changed |= !Arc::ptr_eq(&child, &new_child);
-        new_children.push(new_child);
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| with_reachable_filters(child.clone(), grouped_below))
+        .collect::<Result<Vec<_>>>()?;
+    if children.is_empty() {
+        return Ok(plan); // a leaf: DataFusion would rebuild it
     }
-    if changed {
-        // The children keep their properties: only scans lose filters.
-        plan.replace_children(
-            new_children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep),
-        )
-    } else {
-        Ok(plan)
-    }
+    replace_children_if_necessary(plan, children)
 }

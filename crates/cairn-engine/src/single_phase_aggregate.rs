@@ -34,7 +34,7 @@ use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMerge
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    ReplaceChildrenOptions,
+    ReplaceChildrenOptions, replace_children_if_necessary,
 };
 use std::sync::Arc;
 
@@ -97,12 +97,9 @@ fn rewrite(
         || plan.is::<SortPreservingMergeExec>()
         || plan.is::<CoalescePartitionsExec>()
         || plan.is::<GlobalLimitExec>();
-    let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
-    if children.is_empty() {
-        return Ok(plan);
-    }
-    let rewritten = children
-        .iter()
+    let rewritten = plan
+        .children()
+        .into_iter()
         .map(|child| {
             rewrite(
                 child.clone(),
@@ -111,18 +108,10 @@ fn rewrite(
             )
         })
         .collect::<Result<Vec<_>>>()?;
-    let unchanged = rewritten
-        .iter()
-        .zip(&children)
-        .all(|(new, old)| Arc::ptr_eq(new, old));
-    if unchanged {
-        Ok(plan)
-    } else {
-        plan.replace_children(
-            rewritten,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
+    if rewritten.is_empty() {
+        return Ok(plan); // a leaf: DataFusion would rebuild it
     }
+    replace_children_if_necessary(plan, rewritten)
 }
 
 /// A final aggregate over a hash repartition of a partial aggregate, with the planner's
