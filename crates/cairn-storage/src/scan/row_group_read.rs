@@ -158,11 +158,12 @@ impl PartitionScan {
         // decoded anyway, and it is tested on the decoded rows at the end, only while it
         // drops most of them (TPC-H lineitem, 3.2 M rows tested per query, made Q3 and Q21
         // 20–40 % slower when every one was looked up).
-        let tested_sparsely = self.runtime_filter_ready().is_some()
-            && !passed_offsets.is_empty()
-            && passed_offsets.len() * RUNTIME_FILTER_ROWS_READ_PER_TEST_MIN <= rows_read;
-        if tested_sparsely
-            && let Some(runtime) = self.runtime_filter_ready()
+        let sparse_runtime = self.runtime_filter_ready().filter(|_| {
+            !passed_offsets.is_empty()
+                && passed_offsets.len() * RUNTIME_FILTER_ROWS_READ_PER_TEST_MIN <= rows_read
+        });
+        let tested_sparsely = sparse_runtime.is_some();
+        if let Some(runtime) = sparse_runtime
             && let Some(widened) = self.test_runtime_filter(
                 &read,
                 filter_columns,
