@@ -218,6 +218,21 @@ async fn spread_table(db: &Database, table: &str, word: &str, partitions: usize)
     insert_and_flush(db, table, &rows).await;
 }
 
+/// Table `picked` (k, note) of the rows `ids`, each with the note `event <id>` that
+/// [`spread_table`]'s `events` rows carry: a join's small build side.
+async fn picked_table(db: &Database, ids: &[i64]) {
+    db.sql("CREATE TABLE picked (k BIGINT PRIMARY KEY, note VARCHAR) WITH (partitions = 1)")
+        .await
+        .unwrap();
+    let values: Vec<String> = ids
+        .iter()
+        .map(|id| format!("({id}, 'event {id}')"))
+        .collect();
+    db.sql(&format!("INSERT INTO picked VALUES {}", values.join(", ")))
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_filters_on_plain_columns_are_tested_on_stored_values() {
     let dir = tempfile::tempdir().unwrap();
@@ -267,19 +282,10 @@ async fn a_hash_joins_keys_drop_probe_rows_before_their_other_columns_are_read()
     let window = &by_w[first..first + 20];
     let (low, high) = (window[0].0, window[19].0);
     let in_window: Vec<i64> = window.iter().map(|&(_, id)| id).collect();
-    db.sql("CREATE TABLE picked (k BIGINT PRIMARY KEY, note VARCHAR) WITH (partitions = 1)")
-        .await
-        .unwrap();
     // Five notes of rows in the window, one of a row outside it.
     let mut picked: Vec<i64> = in_window.iter().copied().step_by(4).collect();
     picked.push(by_w[0].1);
-    let values: Vec<String> = picked
-        .iter()
-        .map(|id| format!("({id}, 'event {id}')"))
-        .collect();
-    db.sql(&format!("INSERT INTO picked VALUES {}", values.join(", ")))
-        .await
-        .unwrap();
+    picked_table(&db, &picked).await;
     let query = format!(
         "SELECT e.id, e.w, e.note FROM picked p JOIN events e ON e.note = p.note \
          WHERE e.w >= {low} AND e.w <= {high}"
@@ -331,17 +337,8 @@ async fn a_hash_joins_keys_drop_rows_below_a_group_by_on_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), Default::default()).unwrap();
     spread_table(&db, "events", "event", 1).await;
-    db.sql("CREATE TABLE picked (k BIGINT PRIMARY KEY, note VARCHAR) WITH (partitions = 1)")
-        .await
-        .unwrap();
     let picked: Vec<i64> = (0..ROWS).step_by(5_000).collect();
-    let values: Vec<String> = picked
-        .iter()
-        .map(|id| format!("({id}, 'event {id}')"))
-        .collect();
-    db.sql(&format!("INSERT INTO picked VALUES {}", values.join(", ")))
-        .await
-        .unwrap();
+    picked_table(&db, &picked).await;
     // Half the rows pass `w < 0`, too many to read page by page: the scan reads its columns
     // together.
     let query = "SELECT g.note, g.n, 0 FROM picked p \
