@@ -8,8 +8,9 @@
 //!
 //! The choice is by cost, without hints: the lookup costs about `outer keys × rows per key ×`
 //! a fetched row's cost (the outer side's distinct keys, estimated by row_estimate.rs), the
-//! hash join a scan of the inner side as it was planned; the cheaper wins. At run time, if the outer side turns out to hold so many keys that the
-//! lookups would cost more than the planned scan, the join reads the inner side as planned.
+//! hash join a scan of the inner side as it was planned; the cheaper wins. At run time, if
+//! the outer side turns out to hold so many keys that the lookups would cost more than the
+//! planned scan, the join reads the inner side as planned.
 //!
 //! Restricting the inner side to the keys of the outer side is only sound where the inner
 //! side's unmatched rows never reach the output: inner joins, outer joins that preserve the
