@@ -70,6 +70,7 @@ impl Database {
                 crate::single_phase_aggregate::SinglePhaseAggregate,
             ))
             .with_physical_optimizer_rule(Arc::new(crate::runtime_filter_reach::RuntimeFilterReach))
+            .with_physical_optimizer_rule(Arc::new(crate::applied_filter::AppliedFilterElision))
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))
             .build();
         let context = SessionContext::new_with_state(state);

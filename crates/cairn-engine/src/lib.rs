@@ -25,6 +25,7 @@
 
 pub mod access_path;
 pub mod analyze;
+pub mod applied_filter;
 pub mod arguments;
 pub mod cairn_syntax;
 pub mod catalog;

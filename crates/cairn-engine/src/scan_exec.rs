@@ -24,7 +24,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, split_conjunction};
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
 use datafusion::physical_plan::filter_pushdown::{
@@ -35,6 +35,7 @@ use datafusion::physical_plan::metrics::{
     BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::statistics::StatisticsContext;
 use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
@@ -222,6 +223,33 @@ impl DatasetScanExec {
     }
 
     /// How the scan reaches its rows.
+    /// Conjuncts of the condition the scan applies to every row it returns, over its output
+    /// schema: those of a full scan's pushed filter whose columns the scan returns as read.
+    /// Empty for other scans (an index scan leaves residual conditions to the plan above).
+    pub(crate) fn applied_conjuncts(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        let Access::Full {
+            request:
+                ScanRequest {
+                    filter: Some(filter),
+                    ..
+                },
+            ..
+        } = &self.access
+        else {
+            return Vec::new();
+        };
+        let Some(expr) = crate::scan_filter::filter_expression(filter.rows.as_ref()) else {
+            return Vec::new();
+        };
+        let conjuncts = split_conjunction(expr).into_iter().cloned();
+        match &self.outputs {
+            None => conjuncts.collect(),
+            Some(outputs) => conjuncts
+                .filter_map(|conjunct| outputs.over_outputs(&conjunct))
+                .collect(),
+        }
+    }
+
     pub fn access(&self) -> &Access {
         &self.access
     }
@@ -343,6 +371,23 @@ impl DatasetScanExec {
             return Box::pin(RecordBatchStreamAdapter::new(schema, read));
         }
         self.spawned_stream(partition)
+    }
+
+    /// This scan with the statistics of `filter` (the whole filter's, then each partition's),
+    /// a filter right above it whose condition the scan applies itself: the plan without the
+    /// filter keeps its estimates.
+    pub(crate) fn with_statistics_of(&self, filter: &dyn ExecutionPlan) -> Result<DatasetScanExec> {
+        let context = StatisticsContext::new();
+        let of =
+            |partition| context.compute(filter, &StatisticsArgs::new().with_partition(partition));
+        let partition_statistics = (0..self.partition_statistics.len())
+            .map(|partition| of(Some(partition)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DatasetScanExec {
+            statistics: of(None)?,
+            partition_statistics,
+            ..self.reading_copy()
+        })
     }
 
     /// A copy of this scan that reads for it: same filters, same metrics.

@@ -361,6 +361,17 @@ impl RowFilter for PhysicalFilter {
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         self.comparisons.as_deref()
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+/// The expression of a scan filter [`scan_filter`] made, over the columns of the schema it was
+/// made for; `None` for a filter made elsewhere.
+pub(crate) fn filter_expression(filter: &dyn RowFilter) -> Option<&Arc<dyn PhysicalExpr>> {
+    let filter = filter.as_any()?.downcast_ref::<PhysicalFilter>()?;
+    Some(&filter.expr)
 }
 
 /// The bits of `chosen`'s length whose set ones are `answers` in order, one per set bit of

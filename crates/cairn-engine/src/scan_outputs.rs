@@ -156,6 +156,46 @@ impl ScanOutputs {
         self.read_schema.clone()
     }
 
+    /// `expr` over the columns read, as the same expression over the outputs, when every
+    /// column it reads is an output as read (neither counted nor cut to some fields).
+    pub(crate) fn over_outputs(
+        &self,
+        expr: &Arc<dyn PhysicalExpr>,
+    ) -> Option<Arc<dyn PhysicalExpr>> {
+        let mut complete = true;
+        let mapped = expr
+            .clone()
+            .transform(|node| {
+                let Some(column) = node.downcast_ref::<Column>() else {
+                    return Ok(Transformed::no(node));
+                };
+                match self.output_as_read(column.index()) {
+                    Some(output) => Ok(Transformed::yes(Arc::new(Column::new(
+                        self.schema.field(output).name(),
+                        output,
+                    )))),
+                    None => {
+                        complete = false;
+                        Ok(Transformed::no(node))
+                    }
+                }
+            })
+            .ok()?
+            .data;
+        complete.then_some(mapped)
+    }
+
+    /// The output that is column `read` (a position among the columns read) as read.
+    fn output_as_read(&self, read: usize) -> Option<usize> {
+        if self.counted.contains(&read) || self.fields.contains_key(&read) {
+            return None;
+        }
+        self.columns.iter().position(|(expr, _)| {
+            expr.downcast_ref::<Column>()
+                .is_some_and(|column| column.index() == read)
+        })
+    }
+
     /// What storage may leave out of the columns read, given the scan's projection (of
     /// dataset columns).
     pub(crate) fn narrowing(&self, projection: Option<&[usize]>) -> Narrowing {

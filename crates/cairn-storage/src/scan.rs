@@ -66,6 +66,12 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     fn ready(&self) -> bool {
         true
     }
+
+    /// The filter as `Any`, so that the code that made it can recognize it again (the engine
+    /// reads back the expression of its own filters); `None` (the default) for the others.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// `column op value`: a comparison of the column at `position` (in the batches a
