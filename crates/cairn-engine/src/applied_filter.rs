@@ -11,13 +11,14 @@
 
 use crate::scan_exec::DatasetScanExec;
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::{ExecutionPlan, replace_children_if_necessary};
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
@@ -29,7 +30,17 @@ impl PhysicalOptimizerRule for AppliedFilterElision {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        without_applied_filters(plan)
+        plan.transform_up(|node| {
+            let replaced = match node.downcast_ref::<FilterExec>() {
+                Some(filter) => applied_by_scan(filter)?,
+                None => None,
+            };
+            Ok(match replaced {
+                Some(replacement) => Transformed::yes(replacement),
+                None => Transformed::no(node),
+            })
+        })
+        .data()
     }
 
     fn name(&self) -> &str {
@@ -38,23 +49,6 @@ impl PhysicalOptimizerRule for AppliedFilterElision {
 
     fn schema_check(&self) -> bool {
         true
-    }
-}
-
-/// `plan` without the filters that the full scans right below them already applied.
-fn without_applied_filters(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|child| without_applied_filters(child.clone()))
-        .collect::<Result<Vec<_>>>()?;
-    if children.is_empty() {
-        return Ok(plan); // a leaf: DataFusion would rebuild it
-    }
-    let plan = replace_children_if_necessary(plan, children)?;
-    match plan.downcast_ref::<FilterExec>() {
-        Some(filter) => Ok(applied_by_scan(filter)?.unwrap_or(plan)),
-        None => Ok(plan),
     }
 }
 
@@ -77,7 +71,7 @@ fn applied_by_scan(filter: &FilterExec) -> Result<Option<Arc<dyn ExecutionPlan>>
                 .iter()
                 .any(|done| done.as_ref() == conjunct.as_ref())
         });
-    if applied.is_empty() || !all_applied {
+    if !all_applied {
         return Ok(None);
     }
     // The same filter without its projection estimates the scan's own columns.

@@ -222,7 +222,6 @@ impl DatasetScanExec {
         &self.dataset
     }
 
-    /// How the scan reaches its rows.
     /// Conjuncts of the condition the scan applies to every row it returns, over its output
     /// schema: those of a full scan's pushed filter whose columns the scan returns as read.
     /// Empty for other scans (an index scan leaves residual conditions to the plan above).
@@ -250,6 +249,7 @@ impl DatasetScanExec {
         }
     }
 
+    /// How the scan reaches its rows.
     pub fn access(&self) -> &Access {
         &self.access
     }
