@@ -59,6 +59,11 @@ impl<K: Hash + Eq + Clone, V> ByteLru<K, V> {
         Some(value)
     }
 
+    /// Whether `key` is cached, without counting a hit or miss or refreshing its use.
+    pub fn contains(&self, key: &K) -> bool {
+        self.inner.lock().entries.contains_key(key)
+    }
+
     /// Inserts `value` costing `bytes`; an entry larger than the whole budget is not kept.
     pub fn insert(&self, key: K, value: Arc<V>, bytes: usize) {
         if bytes > self.budget_bytes {

@@ -82,12 +82,15 @@ pub enum CachedKind {
     AllColumns,
     /// Every column of the `n`th run of DATA_PAGE_ROWS rows of the row group (see row_fetch.rs).
     Block(u32),
+    /// Dataset column `n` of the whole row group (see column_chunks.rs).
+    Column(u32),
 }
 
 /// The caches every component of an instance reads through.
 pub struct ReadCaches {
     pub metadata: ByteLru<CacheKey, ArrowReaderMetadata>,
-    /// Decoded columns: whole row groups for point reads, page-sized blocks for index fetches.
+    /// Decoded columns: row groups (or their key columns) for point and range reads,
+    /// page-sized blocks for index fetches of a few rows, column chunks for dense ones of many.
     pub decoded: ByteLru<CacheKey, Vec<ArrayRef>>,
     /// Bytes read from component files, for benchmarks and metrics.
     pub bytes_read: AtomicU64,

@@ -22,6 +22,7 @@ pub mod ascii_columns;
 pub mod bulk_load;
 pub mod cache;
 pub mod chunk_buffers;
+mod column_chunks;
 pub mod component;
 mod component_file;
 pub mod component_indexes;

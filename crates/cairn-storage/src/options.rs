@@ -54,8 +54,8 @@ pub struct StorageOptions {
     pub merge_size_ratio: f64,
     /// Rows per Parquet row group in components.
     pub row_group_rows: usize,
-    /// Byte budget of the cache of decoded columns: row groups for point reads, page-sized
-    /// blocks for the rows an index names.
+    /// Byte budget of the cache of decoded columns: row groups for point and range reads,
+    /// page-sized blocks and whole column chunks for the rows an index names.
     pub decoded_cache_bytes: usize,
     /// Byte budget of the Parquet metadata cache (footers; page locations for row fetches).
     pub metadata_cache_bytes: usize,

@@ -6,6 +6,7 @@
 //! column's pages at the same multiples of DATA_PAGE_ROWS rows, so decoding a block decodes
 //! one page per column: the same pages a read of any one of its rows has to decompress.
 
+use crate::column_chunks::GroupRead;
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
@@ -448,23 +449,79 @@ impl DiskComponent {
         Ok(decoded)
     }
 
-    /// `rows` (ascending) read directly: one read that decodes only the pages holding them,
-    /// narrowed as [`DiskComponent::fetch_rows_narrowed`] says.
+    /// `rows` (ascending) read past the cache of blocks, narrowed as
+    /// [`DiskComponent::fetch_rows_narrowed`] says: from decoded column chunks in the row
+    /// groups where it names rows densely or finds them cached (see column_chunks.rs), and
+    /// elsewhere by reads decoding only the pages holding them.
     fn read_rows(
         &self,
         rows: &[u64],
         projection: Option<&[usize]>,
         narrowing: &Narrowing,
     ) -> Result<Vec<RecordBatch>> {
-        let (row_groups, selection) = self.selection_of(rows.iter().map(|&row| (row, 1)))?;
-        let metadata = self.paged_metadata()?;
         let columns: Vec<usize> = match projection {
             Some(columns) => columns.to_vec(),
             None => (0..self.shape.schema.fields().len()).collect(),
         };
+        let narrowed = |column: &usize| {
+            narrowing.text_lengths.contains(column)
+                || narrowing.struct_fields.iter().any(|(c, _)| c == column)
+        };
+        // A narrowed column comes back as counts or a cut struct only where every row group
+        // read stores it so; chunks hold columns whole, so such fetches keep to the pages.
+        if columns.is_empty() || columns.iter().any(narrowed) {
+            return self.read_pages_of_rows(rows, &columns, narrowing);
+        }
+        let spans = self.row_group_spans();
         let groups = self.offsets_by_row_group(rows)?;
-        let counted = self.counted_rows(&metadata, &groups, &columns, &narrowing.text_lengths)?;
-        let decoded_columns = uncounted(&columns, &counted);
+        let reads: Vec<GroupRead> = groups
+            .iter()
+            .map(|(group, offsets)| {
+                self.group_read(*group, spans[*group].1, offsets.len(), &columns)
+            })
+            .collect();
+        if reads.iter().all(|read| *read == GroupRead::Pages) {
+            return self.read_pages_of_rows(rows, &columns, narrowing);
+        }
+        let mut batches = Vec::new();
+        let mut paged_rows: Vec<u64> = Vec::new();
+        for ((group, offsets), read) in groups.iter().zip(reads) {
+            match read {
+                GroupRead::Pages => {
+                    paged_rows.extend(offsets.iter().map(|offset| spans[*group].0 + offset));
+                }
+                GroupRead::Chunks => {
+                    if !paged_rows.is_empty() {
+                        batches.extend(self.read_pages_of_rows(
+                            &paged_rows,
+                            &columns,
+                            narrowing,
+                        )?);
+                        paged_rows.clear();
+                    }
+                    batches.push(self.rows_from_chunks(*group, offsets, &columns)?);
+                }
+            }
+        }
+        if !paged_rows.is_empty() {
+            batches.extend(self.read_pages_of_rows(&paged_rows, &columns, narrowing)?);
+        }
+        Ok(batches)
+    }
+
+    /// `rows` (ascending) with `columns` read directly: one read that decodes only the pages
+    /// holding them, narrowed as [`DiskComponent::fetch_rows_narrowed`] says.
+    pub(crate) fn read_pages_of_rows(
+        &self,
+        rows: &[u64],
+        columns: &[usize],
+        narrowing: &Narrowing,
+    ) -> Result<Vec<RecordBatch>> {
+        let (row_groups, selection) = self.selection_of(rows.iter().map(|&row| (row, 1)))?;
+        let metadata = self.paged_metadata()?;
+        let groups = self.offsets_by_row_group(rows)?;
+        let counted = self.counted_rows(&metadata, &groups, columns, &narrowing.text_lengths)?;
+        let decoded_columns = uncounted(columns, &counted);
         let read = |others: &[usize]| {
             let fields = &narrowing.struct_fields;
             self.read_narrowed(&metadata, row_groups, Some(others), Some(selection), fields)
@@ -473,7 +530,7 @@ impl DiskComponent {
         if counted.is_empty() {
             return Ok(decoded);
         }
-        with_counts(decoded, &columns, &counted, &self.shape.schema)
+        with_counts(decoded, columns, &counted, &self.shape.schema)
     }
 
     /// `rows` (ascending) as offsets within each row group holding some, in order.
@@ -573,7 +630,7 @@ impl DiskComponent {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::component::{ReadCaches, write_component};
     use crate::shape::DatasetShape;
@@ -586,11 +643,13 @@ mod tests {
 
     /// Rows per row group: not a multiple of BLOCK_ROWS, so every row group ends in a short
     /// block.
-    const ROW_GROUP_ROWS: usize = 5_000;
+    pub(crate) const ROW_GROUP_ROWS: usize = 5_000;
     /// Enough rows for a fetch to need more than FETCH_DECODED_BLOCKS_MAX blocks.
-    const ROWS: usize = 120_000;
+    pub(crate) const ROWS: usize = 120_000;
 
-    fn component(dir: &std::path::Path, caches: Arc<ReadCaches>) -> DiskComponent {
+    /// ROWS rows (row `r` holds id `r`) of ids, lists of friends, lists of jobs (structs) and
+    /// optional names, in row groups of ROW_GROUP_ROWS.
+    pub(crate) fn component(dir: &std::path::Path, caches: Arc<ReadCaches>) -> DiskComponent {
         let job = RecordType::new(
             vec![
                 Field::new("org", DataType::String),
@@ -707,7 +766,7 @@ mod tests {
         }
     }
 
-    fn one_batch(component: &DiskComponent, batches: &[RecordBatch]) -> RecordBatch {
+    pub(crate) fn one_batch(component: &DiskComponent, batches: &[RecordBatch]) -> RecordBatch {
         let schema = batches
             .first()
             .map(|b| b.schema())
