@@ -1,6 +1,8 @@
 //! Fetching the rows an index names from a disk component: a few rows through the cache of
 //! decoded blocks (a data page's worth of rows, decoded once and kept for the next short
-//! query), many rows by one read that decodes only their pages and leaves the cache alone.
+//! query), many rows by one read that decodes only their pages and caches no blocks, except
+//! in row groups where they lie densely enough to be taken from whole decoded column chunks
+//! (column_chunks.rs).
 //!
 //! A block is the `n`th run of [`BLOCK_ROWS`] rows of a row group. The writer cuts every
 //! column's pages at the same multiples of DATA_PAGE_ROWS rows, so decoding a block decodes
