@@ -23,6 +23,31 @@ use std::sync::Arc;
 /// row group's columns whole rather than read just the pages holding its rows.
 pub(crate) const DENSE_ROWS_PER_PAGE_MIN: u64 = 2;
 
+/// Largest share of the decoded cache's budget the chunks one fetch decodes may take. A fetch
+/// decoding more keeps the rest only while it takes its rows, so that one wide fetch cannot
+/// evict every block the point lookups keep warm.
+pub(crate) const FETCH_CHUNK_CACHE_SHARE_MAX: f64 = 0.5;
+
+/// Bytes of chunks one fetch may still add to the decoded cache.
+pub(crate) struct ChunkAllowance(usize);
+
+impl ChunkAllowance {
+    /// The allowance of a fetch through `component`'s caches.
+    pub(crate) fn of_fetch(component: &DiskComponent) -> ChunkAllowance {
+        let budget = component.caches().decoded.budget_bytes() as f64;
+        ChunkAllowance((budget * FETCH_CHUNK_CACHE_SHARE_MAX) as usize)
+    }
+
+    /// Whether a chunk of `bytes` may be cached, counting it against the allowance if so.
+    fn admits(&mut self, bytes: usize) -> bool {
+        let admitted = bytes <= self.0;
+        if admitted {
+            self.0 -= bytes;
+        }
+        admitted
+    }
+}
+
 /// How a fetch reads the rows it names in one row group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GroupRead {
@@ -60,12 +85,13 @@ impl DiskComponent {
 
     /// The rows at `offsets` (ascending) of row group `row_group`, with `columns` (of the
     /// dataset schema, in that order), taken from the row group's decoded column chunks; the
-    /// chunks not cached are decoded in one read and cached.
+    /// chunks not cached are decoded in one read and cached as far as `allowance` goes.
     pub(crate) fn rows_from_chunks(
         &self,
         row_group: usize,
         offsets: &[u64],
         columns: &[usize],
+        allowance: &mut ChunkAllowance,
     ) -> Result<RecordBatch> {
         let cache = &self.caches().decoded;
         let mut chunks: Vec<Option<ArrayRef>> = columns
@@ -86,11 +112,13 @@ impl DiskComponent {
         if !missing.is_empty() {
             for (column, chunk) in missing.iter().zip(self.decode_chunks(row_group, &missing)?) {
                 let bytes = chunk.get_array_memory_size();
-                cache.insert(
-                    self.chunk_key(row_group, *column),
-                    Arc::new(vec![chunk.clone()]),
-                    bytes,
-                );
+                if allowance.admits(bytes) {
+                    cache.insert(
+                        self.chunk_key(row_group, *column),
+                        Arc::new(vec![chunk.clone()]),
+                        bytes,
+                    );
+                }
                 for (at, _) in columns.iter().enumerate().filter(|(_, c)| *c == column) {
                     chunks[at] = Some(chunk.clone());
                 }
@@ -253,6 +281,45 @@ mod tests {
             one_batch(&component, &fetched),
             one_batch(&component, &paged)
         );
+    }
+
+    #[test]
+    fn one_fetch_caches_chunks_up_to_its_share_of_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = 2 << 20;
+        let caches = Arc::new(ReadCaches::new(64 << 20, budget));
+        let component = component(dir.path(), caches.clone());
+        // A point lookup's blocks, cached first.
+        let few = [3, 7_000];
+        component.fetch_rows(&few, None).unwrap();
+        let blocks_bytes = caches.decoded.used_bytes();
+        assert!(blocks_bytes > 0);
+        // Every row group dense: more chunk bytes than the fetch's share of the cache.
+        let pages = (ROW_GROUP_ROWS as u64).div_ceil(BLOCK_ROWS);
+        let groups: Vec<u64> = (0..(ROWS / ROW_GROUP_ROWS) as u64).collect();
+        let rows = rows_of(&groups, DENSE_ROWS_PER_PAGE_MIN * pages);
+        let projection = [2, 0, 3];
+        let fetched = component.fetch_rows(&rows, Some(&projection)).unwrap();
+        let paged = component
+            .read_pages_of_rows(&rows, &projection, &Narrowing::default())
+            .unwrap();
+        assert_eq!(
+            one_batch(&component, &fetched),
+            one_batch(&component, &paged)
+        );
+        let share = (budget as f64 * FETCH_CHUNK_CACHE_SHARE_MAX) as usize;
+        let chunks_bytes = caches.decoded.used_bytes() - blocks_bytes;
+        assert!(
+            chunks_bytes > 0 && chunks_bytes <= share,
+            "{chunks_bytes} of {share}"
+        );
+        let last_group = ROWS / ROW_GROUP_ROWS - 1;
+        assert!(caches.decoded.contains(&component.chunk_key(0, 2)));
+        assert!(!caches.decoded.contains(&component.chunk_key(last_group, 2)));
+        // The lookup's blocks are still cached: its rows are fetched without a read.
+        let read_before = caches.bytes_read.load(Ordering::Relaxed);
+        component.fetch_rows(&few, None).unwrap();
+        assert_eq!(caches.bytes_read.load(Ordering::Relaxed), read_before);
     }
 
     #[test]

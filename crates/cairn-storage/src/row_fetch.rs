@@ -8,7 +8,7 @@
 //! column's pages at the same multiples of DATA_PAGE_ROWS rows, so decoding a block decodes
 //! one page per column: the same pages a read of any one of its rows has to decompress.
 
-use crate::column_chunks::GroupRead;
+use crate::column_chunks::{ChunkAllowance, GroupRead};
 use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
@@ -485,6 +485,7 @@ impl DiskComponent {
         if reads.iter().all(|read| *read == GroupRead::Pages) {
             return self.read_pages_of_rows(rows, &columns, narrowing);
         }
+        let mut allowance = ChunkAllowance::of_fetch(self);
         let mut batches = Vec::new();
         let mut paged_rows: Vec<u64> = Vec::new();
         for ((group, offsets), read) in groups.iter().zip(reads) {
@@ -501,7 +502,12 @@ impl DiskComponent {
                         )?);
                         paged_rows.clear();
                     }
-                    batches.push(self.rows_from_chunks(*group, offsets, &columns)?);
+                    batches.push(self.rows_from_chunks(
+                        *group,
+                        offsets,
+                        &columns,
+                        &mut allowance,
+                    )?);
                 }
             }
         }
