@@ -94,7 +94,7 @@ impl DiskComponent {
         allowance: &mut ChunkAllowance,
     ) -> Result<RecordBatch> {
         let cache = &self.caches().decoded;
-        let mut chunks: Vec<Option<ArrayRef>> = columns
+        let cached: Vec<Option<ArrayRef>> = columns
             .iter()
             .map(|&column| {
                 let cached = cache.get(&self.chunk_key(row_group, column))?;
@@ -103,25 +103,22 @@ impl DiskComponent {
             .collect();
         let mut missing: Vec<usize> = columns
             .iter()
-            .zip(&chunks)
+            .zip(&cached)
             .filter(|(_, chunk)| chunk.is_none())
             .map(|(&column, _)| column)
             .collect();
         missing.sort_unstable();
         missing.dedup();
-        if !missing.is_empty() {
-            for (column, chunk) in missing.iter().zip(self.decode_chunks(row_group, &missing)?) {
-                let bytes = chunk.get_array_memory_size();
-                if allowance.admits(bytes) {
-                    cache.insert(
-                        self.chunk_key(row_group, *column),
-                        Arc::new(vec![chunk.clone()]),
-                        bytes,
-                    );
-                }
-                for (at, _) in columns.iter().enumerate().filter(|(_, c)| *c == column) {
-                    chunks[at] = Some(chunk.clone());
-                }
+        let decoded = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.decode_chunks(row_group, &missing)?
+        };
+        for (&column, chunk) in missing.iter().zip(&decoded) {
+            let bytes = chunk.get_array_memory_size();
+            if allowance.admits(bytes) {
+                let key = self.chunk_key(row_group, column);
+                cache.insert(key, Arc::new(vec![chunk.clone()]), bytes);
             }
         }
         let indices = offsets
@@ -129,14 +126,24 @@ impl DiskComponent {
             .map(|&offset| u32::try_from(offset))
             .collect::<std::result::Result<UInt32Array, _>>()
             .map_err(|_| StorageError::corrupt(&self.path, "a row group of over 2³² rows"))?;
-        let taken = chunks
-            .into_iter()
-            .map(|chunk| {
-                let chunk = chunk.expect("every chunk cached or decoded");
-                take(chunk.as_ref(), &indices, None)
+        let taken = columns
+            .iter()
+            .zip(cached)
+            .map(|(column, cached)| {
+                let chunk = match cached {
+                    Some(chunk) => chunk,
+                    // `missing` holds every column not cached, and `decoded` one chunk each.
+                    None => missing
+                        .binary_search(column)
+                        .ok()
+                        .and_then(|at| decoded.get(at).cloned())
+                        .ok_or_else(|| {
+                            StorageError::corrupt(&self.path, "a column chunk not decoded")
+                        })?,
+                };
+                take(chunk.as_ref(), &indices, None).map_err(|e| parquet_error(&self.path, e))
             })
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| parquet_error(&self.path, e))?;
+            .collect::<Result<Vec<_>>>()?;
         let schema = Arc::new(
             self.shape
                 .schema
@@ -190,6 +197,36 @@ mod tests {
     use crate::scan::Narrowing;
     use std::sync::atomic::Ordering;
 
+    /// The test component over a decoded cache of `budget` bytes, and that cache.
+    fn fixture(budget: usize) -> (tempfile::TempDir, Arc<ReadCaches>, DiskComponent) {
+        let dir = tempfile::tempdir().unwrap();
+        let caches = Arc::new(ReadCaches::new(64 << 20, budget));
+        let component = component(dir.path(), caches.clone());
+        (dir, caches, component)
+    }
+
+    /// Rows per row group that make a fetch dense there.
+    fn dense_rows() -> u64 {
+        DENSE_ROWS_PER_PAGE_MIN * (ROW_GROUP_ROWS as u64).div_ceil(BLOCK_ROWS)
+    }
+
+    /// Asserts that `fetched` holds what a read of just the pages holding `rows` returns.
+    fn assert_as_page_read(
+        component: &DiskComponent,
+        fetched: &[RecordBatch],
+        rows: &[u64],
+        projection: &[usize],
+        narrowing: &Narrowing,
+    ) {
+        let groups = component.offsets_by_row_group(rows).unwrap();
+        let paged = component
+            .read_pages_of_groups(&groups, projection, narrowing)
+            .unwrap();
+        let fetched = one_batch(component, fetched);
+        assert_eq!(fetched.num_rows(), rows.len());
+        assert_eq!(fetched, one_batch(component, &paged), "{projection:?}");
+    }
+
     /// Rows of a fetch: `dense` rows in each row group of `dense_groups`, and the first row
     /// of every tenth block in the others.
     fn rows_of(dense_groups: &[u64], dense: u64) -> Vec<u64> {
@@ -209,23 +246,14 @@ mod tests {
 
     #[test]
     fn dense_row_groups_are_served_from_chunks_and_sparse_ones_from_pages() {
-        let dir = tempfile::tempdir().unwrap();
-        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
-        let component = component(dir.path(), caches.clone());
-        let pages = (ROW_GROUP_ROWS as u64).div_ceil(BLOCK_ROWS);
-        let dense = DENSE_ROWS_PER_PAGE_MIN * pages;
+        let (_dir, caches, component) = fixture(256 << 20);
         // Lists of structs, the key, an optional text; every column; a column twice.
         let projections: [Vec<usize>; 3] = [vec![2, 0, 3], vec![0, 1, 2, 3, 4], vec![3, 0, 3]];
         for (round, projection) in projections.iter().enumerate() {
             let dense_groups = [round as u64, 5, 6, 23];
-            let rows = rows_of(&dense_groups, dense);
+            let rows = rows_of(&dense_groups, dense_rows());
             let fetched = component.fetch_rows(&rows, Some(projection)).unwrap();
-            let paged = component
-                .read_pages_of_rows(&rows, projection, &Narrowing::default())
-                .unwrap();
-            let fetched = one_batch(&component, &fetched);
-            assert_eq!(fetched.num_rows(), rows.len());
-            assert_eq!(fetched, one_batch(&component, &paged), "{projection:?}");
+            assert_as_page_read(&component, &fetched, &rows, projection, &Default::default());
             for group in 0..(ROWS / ROW_GROUP_ROWS) {
                 for &column in projection {
                     assert_eq!(
@@ -241,9 +269,7 @@ mod tests {
 
     #[test]
     fn a_sparse_fetch_finding_its_chunks_cached_reads_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
-        let component = component(dir.path(), caches.clone());
+        let (_dir, caches, component) = fixture(256 << 20);
         let projection = [2, 0];
         // Every other row of row groups 3 and 4: dense.
         let first = 3 * ROW_GROUP_ROWS as u64;
@@ -261,12 +287,12 @@ mod tests {
             read_before,
             "served from the cached chunks"
         );
-        let paged = component
-            .read_pages_of_rows(&sparse, &projection, &Narrowing::default())
-            .unwrap();
-        assert_eq!(
-            one_batch(&component, &fetched),
-            one_batch(&component, &paged)
+        assert_as_page_read(
+            &component,
+            &fetched,
+            &sparse,
+            &projection,
+            &Default::default(),
         );
         // With one of its columns not cached, the same fetch reads the pages it needs.
         let wider = [2, 0, 3];
@@ -274,38 +300,29 @@ mod tests {
         let fetched = component.fetch_rows(&sparse, Some(&wider)).unwrap();
         assert!(caches.bytes_read.load(Ordering::Relaxed) > read_before);
         assert!(!caches.decoded.contains(&component.chunk_key(3, 3)));
-        let paged = component
-            .read_pages_of_rows(&sparse, &wider, &Narrowing::default())
-            .unwrap();
-        assert_eq!(
-            one_batch(&component, &fetched),
-            one_batch(&component, &paged)
-        );
+        assert_as_page_read(&component, &fetched, &sparse, &wider, &Default::default());
     }
 
     #[test]
     fn one_fetch_caches_chunks_up_to_its_share_of_the_cache() {
-        let dir = tempfile::tempdir().unwrap();
         let budget = 2 << 20;
-        let caches = Arc::new(ReadCaches::new(64 << 20, budget));
-        let component = component(dir.path(), caches.clone());
+        let (_dir, caches, component) = fixture(budget);
         // A point lookup's blocks, cached first.
         let few = [3, 7_000];
         component.fetch_rows(&few, None).unwrap();
         let blocks_bytes = caches.decoded.used_bytes();
         assert!(blocks_bytes > 0);
         // Every row group dense: more chunk bytes than the fetch's share of the cache.
-        let pages = (ROW_GROUP_ROWS as u64).div_ceil(BLOCK_ROWS);
         let groups: Vec<u64> = (0..(ROWS / ROW_GROUP_ROWS) as u64).collect();
-        let rows = rows_of(&groups, DENSE_ROWS_PER_PAGE_MIN * pages);
+        let rows = rows_of(&groups, dense_rows());
         let projection = [2, 0, 3];
         let fetched = component.fetch_rows(&rows, Some(&projection)).unwrap();
-        let paged = component
-            .read_pages_of_rows(&rows, &projection, &Narrowing::default())
-            .unwrap();
-        assert_eq!(
-            one_batch(&component, &fetched),
-            one_batch(&component, &paged)
+        assert_as_page_read(
+            &component,
+            &fetched,
+            &rows,
+            &projection,
+            &Default::default(),
         );
         let share = (budget as f64 * FETCH_CHUNK_CACHE_SHARE_MAX) as usize;
         let chunks_bytes = caches.decoded.used_bytes() - blocks_bytes;
@@ -324,11 +341,8 @@ mod tests {
 
     #[test]
     fn a_narrowed_fetch_keeps_to_the_pages() {
-        let dir = tempfile::tempdir().unwrap();
-        let caches = Arc::new(ReadCaches::new(64 << 20, 256 << 20));
-        let component = component(dir.path(), caches.clone());
-        let pages = (ROW_GROUP_ROWS as u64).div_ceil(BLOCK_ROWS);
-        let rows = rows_of(&[0, 1], DENSE_ROWS_PER_PAGE_MIN * pages);
+        let (_dir, caches, component) = fixture(256 << 20);
+        let rows = rows_of(&[0, 1], dense_rows());
         let narrowing = Narrowing {
             text_lengths: vec![3],
             ..Default::default()
@@ -337,13 +351,7 @@ mod tests {
         let fetched = component
             .fetch_rows_narrowed(&rows, Some(&projection), &narrowing)
             .unwrap();
-        let paged = component
-            .read_pages_of_rows(&rows, &projection, &narrowing)
-            .unwrap();
-        assert_eq!(
-            one_batch(&component, &fetched),
-            one_batch(&component, &paged)
-        );
+        assert_as_page_read(&component, &fetched, &rows, &projection, &narrowing);
         assert!(!caches.decoded.contains(&component.chunk_key(0, 0)));
     }
 }

@@ -471,11 +471,11 @@ impl DiskComponent {
         };
         // A narrowed column comes back as counts or a cut struct only where every row group
         // read stores it so; chunks hold columns whole, so such fetches keep to the pages.
+        let groups = self.offsets_by_row_group(rows)?;
         if columns.is_empty() || columns.iter().any(narrowed) {
-            return self.read_pages_of_rows(rows, &columns, narrowing);
+            return self.read_pages_of_groups(&groups, &columns, narrowing);
         }
         let spans = self.row_group_spans();
-        let groups = self.offsets_by_row_group(rows)?;
         let reads: Vec<GroupRead> = groups
             .iter()
             .map(|(group, offsets)| {
@@ -483,58 +483,63 @@ impl DiskComponent {
             })
             .collect();
         if reads.iter().all(|read| *read == GroupRead::Pages) {
-            return self.read_pages_of_rows(rows, &columns, narrowing);
+            return self.read_pages_of_groups(&groups, &columns, narrowing);
         }
         let mut allowance = ChunkAllowance::of_fetch(self);
         let mut batches = Vec::new();
-        let mut paged_rows: Vec<u64> = Vec::new();
-        for ((group, offsets), read) in groups.iter().zip(reads) {
+        let mut paged_groups: Vec<(usize, Vec<u64>)> = Vec::new();
+        for ((group, offsets), read) in groups.into_iter().zip(reads) {
             match read {
-                GroupRead::Pages => {
-                    paged_rows.extend(offsets.iter().map(|offset| spans[*group].0 + offset));
-                }
+                GroupRead::Pages => paged_groups.push((group, offsets)),
                 GroupRead::Chunks => {
-                    if !paged_rows.is_empty() {
-                        batches.extend(self.read_pages_of_rows(
-                            &paged_rows,
+                    if !paged_groups.is_empty() {
+                        batches.extend(self.read_pages_of_groups(
+                            &paged_groups,
                             &columns,
                             narrowing,
                         )?);
-                        paged_rows.clear();
+                        paged_groups.clear();
                     }
                     batches.push(self.rows_from_chunks(
-                        *group,
-                        offsets,
+                        group,
+                        &offsets,
                         &columns,
                         &mut allowance,
                     )?);
                 }
             }
         }
-        if !paged_rows.is_empty() {
-            batches.extend(self.read_pages_of_rows(&paged_rows, &columns, narrowing)?);
+        if !paged_groups.is_empty() {
+            batches.extend(self.read_pages_of_groups(&paged_groups, &columns, narrowing)?);
         }
         Ok(batches)
     }
 
-    /// `rows` (ascending) with `columns` read directly: one read that decodes only the pages
-    /// holding them, narrowed as [`DiskComponent::fetch_rows_narrowed`] says.
-    pub(crate) fn read_pages_of_rows(
+    /// The rows `groups` names (ascending row groups, each with ascending offsets, as
+    /// [`DiskComponent::offsets_by_row_group`] gives them) with `columns`, read directly: one
+    /// read that decodes only the pages holding them, narrowed as
+    /// [`DiskComponent::fetch_rows_narrowed`] says.
+    pub(crate) fn read_pages_of_groups(
         &self,
-        rows: &[u64],
+        groups: &[(usize, Vec<u64>)],
         columns: &[usize],
         narrowing: &Narrowing,
     ) -> Result<Vec<RecordBatch>> {
-        let (row_groups, selection) = self.selection_of(rows.iter().map(|&row| (row, 1)))?;
+        let spans = self.row_group_spans();
+        let runs = groups.iter().flat_map(|(group, offsets)| {
+            let first = spans[*group].0;
+            offsets.iter().map(move |offset| (first + offset, 1))
+        });
+        let (row_groups, selection) = self.selection_of(runs)?;
+        let rows = groups.iter().map(|(_, offsets)| offsets.len()).sum();
         let metadata = self.paged_metadata()?;
-        let groups = self.offsets_by_row_group(rows)?;
-        let counted = self.counted_rows(&metadata, &groups, columns, &narrowing.text_lengths)?;
+        let counted = self.counted_rows(&metadata, groups, columns, &narrowing.text_lengths)?;
         let decoded_columns = uncounted(columns, &counted);
         let read = |others: &[usize]| {
             let fields = &narrowing.struct_fields;
             self.read_narrowed(&metadata, row_groups, Some(others), Some(selection), fields)
         };
-        let decoded = read_gathering(self, &metadata, &groups, rows.len(), &decoded_columns, read)?;
+        let decoded = read_gathering(self, &metadata, groups, rows, &decoded_columns, read)?;
         if counted.is_empty() {
             return Ok(decoded);
         }
@@ -542,7 +547,7 @@ impl DiskComponent {
     }
 
     /// `rows` (ascending) as offsets within each row group holding some, in order.
-    fn offsets_by_row_group(&self, rows: &[u64]) -> Result<Vec<(usize, Vec<u64>)>> {
+    pub(crate) fn offsets_by_row_group(&self, rows: &[u64]) -> Result<Vec<(usize, Vec<u64>)>> {
         let spans = self.row_group_spans();
         let mut walk = RowGroupWalk {
             spans: &spans,
