@@ -29,6 +29,7 @@ pub mod applied_filter;
 pub mod arguments;
 pub mod cairn_syntax;
 pub mod catalog;
+mod column_remap;
 pub mod database;
 pub mod ddl;
 pub mod describe;

@@ -10,6 +10,7 @@
 //! above the scan (`StringLengthFunction::placement`), and its projection pushdown offers
 //! that projection to the scan (`DatasetScanExec::try_swapping_with_projection`).
 
+use crate::column_remap::remapped_columns;
 use crate::functions::text::STRING_LENGTH;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
@@ -162,27 +163,10 @@ impl ScanOutputs {
         &self,
         expr: &Arc<dyn PhysicalExpr>,
     ) -> Option<Arc<dyn PhysicalExpr>> {
-        let mut complete = true;
-        let mapped = expr
-            .clone()
-            .transform(|node| {
-                let Some(column) = node.downcast_ref::<Column>() else {
-                    return Ok(Transformed::no(node));
-                };
-                match self.output_as_read(column.index()) {
-                    Some(output) => Ok(Transformed::yes(Arc::new(Column::new(
-                        self.schema.field(output).name(),
-                        output,
-                    )))),
-                    None => {
-                        complete = false;
-                        Ok(Transformed::no(node))
-                    }
-                }
-            })
-            .ok()?
-            .data;
-        complete.then_some(mapped)
+        remapped_columns(expr, |column| {
+            let output = self.output_as_read(column.index())?;
+            Some(Column::new(self.schema.field(output).name(), output))
+        })
     }
 
     /// The output that is column `read` (a position among the columns read) as read.

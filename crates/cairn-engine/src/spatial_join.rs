@@ -15,6 +15,7 @@
 //! joins off too; `'index'` forces them wherever an rtree serves.
 
 use crate::access_path::{JoinOverride, NearestRows, fetch_cost};
+use crate::column_remap::remapped_columns;
 use crate::index_join::{
     Reach, left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_under,
     with_scan,
@@ -120,27 +121,15 @@ fn spatial_conditions(join: &NestedLoopJoinExec) -> Vec<SpatialCondition> {
                 JoinSide::Right => JoinSide::Left,
                 JoinSide::None => continue,
             };
-            let mut only_outer = true;
-            let rewritten = shape_side.clone().transform(|e| {
-                let Some(c) = e.downcast_ref::<Column>() else {
-                    return Ok(Transformed::no(e));
-                };
-                match indices.get(c.index()) {
-                    Some(index) if index.side == outer_side => Ok(Transformed::yes(Arc::new(
-                        Column::new(c.name(), index.index),
-                    )
-                        as Arc<dyn PhysicalExpr>)),
-                    _ => {
-                        only_outer = false;
-                        Ok(Transformed::no(e))
-                    }
-                }
+            let rewritten = remapped_columns(shape_side, |c| match indices.get(c.index()) {
+                Some(index) if index.side == outer_side => Some(Column::new(c.name(), index.index)),
+                _ => None,
             });
-            if let (true, Ok(rewritten)) = (only_outer, rewritten) {
+            if let Some(rewritten) = rewritten {
                 found.push(SpatialCondition {
                     inner_side: inner.side,
                     inner_column: inner.index,
-                    outer_shape: rewritten.data,
+                    outer_shape: rewritten,
                 });
             }
         }

@@ -18,6 +18,7 @@
 //! window and the join but sorts, repartitions and projections, and no filter between the
 //! join and its rtree scan.
 
+use crate::column_remap::remapped_columns;
 use crate::index_join::{Reach, outer_inner, scan_under};
 use crate::scan_exec::DatasetScanExec;
 use crate::spatial_join::{NearestJoin, SpatialIndexJoinExec};
@@ -344,28 +345,10 @@ fn on_side(
     side: JoinSide,
     child_column: &dyn Fn(usize) -> Option<(JoinSide, usize)>,
 ) -> Option<Arc<dyn PhysicalExpr>> {
-    let mut only_side = true;
-    let rewritten = expr
-        .clone()
-        .transform(|e| {
-            let Some(column) = e.downcast_ref::<Column>() else {
-                return Ok(Transformed::no(e));
-            };
-            match child_column(column.index()) {
-                Some((s, index)) if s == side => {
-                    Ok(Transformed::yes(
-                        Arc::new(Column::new(column.name(), index)) as Arc<dyn PhysicalExpr>,
-                    ))
-                }
-                _ => {
-                    only_side = false;
-                    Ok(Transformed::no(e))
-                }
-            }
-        })
-        .data()
-        .ok()?;
-    only_side.then_some(rewritten)
+    remapped_columns(expr, |column| match child_column(column.index()) {
+        Some((s, index)) if s == side => Some(Column::new(column.name(), index)),
+        _ => None,
+    })
 }
 
 /// The dataset scan under the join's inner child and the name of the scan's field that the
