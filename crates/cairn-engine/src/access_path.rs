@@ -248,6 +248,11 @@ pub enum Access {
         /// when its filter reads few of them and is expected to pass few rows, so that the
         /// others are decoded late, for passing rows alone (see [`full_scan_row_share`]).
         row_share: f64,
+        /// The text index naming the fewest candidates for one of the filter's text
+        /// conditions, though scanning was cheaper than reading them all: a top-k that walks
+        /// another index's order instead still passes over the rows it does not name
+        /// (index_top_k.rs).
+        text: Option<TextAccess>,
     },
     /// The one record with this primary key, if any.
     Key(cairn_model::Key),
@@ -263,6 +268,11 @@ pub enum Access {
         index: String,
         field: String,
         descending: bool,
+        /// The top-k's k: how many rows the query needs to pass its filter.
+        limit: usize,
+        /// A text index whose candidates for a condition of the filter confine the walk's
+        /// disk rows (ordered_index.rs); the filter above still verifies every row.
+        within: Option<TextAccess>,
     },
     /// The rows whose field equals one of a join's keys (the inner side of an index
     /// nested-loop join).
@@ -402,6 +412,9 @@ pub fn choose(
             }
             IndexKind::Keyword | IndexKind::Ngram(_) => {
                 for filter in filters.text.iter().filter(|f| f.field == *field) {
+                    if has_keyword_index(dataset, &definition.kind, filter) {
+                        continue; // it answers the word exactly: never more rows than grams
+                    }
                     // A query the index cannot narrow (a word too short for its grams) is
                     // not served by it.
                     let Some(plan) = filter.query.plan(definition.kind) else {
@@ -445,6 +458,14 @@ pub fn choose(
         .into_iter()
         .filter(|r| !r.column.contains('.'))
         .collect();
+    let text = candidates
+        .iter()
+        .filter_map(|candidate| match candidate {
+            Access::Text(text) => Some(text),
+            _ => None,
+        })
+        .min_by_key(|text| text.estimated_rows)
+        .cloned();
     let full = |rejected: Option<String>| Access::Full {
         request: ScanRequest {
             projection: None,
@@ -453,6 +474,7 @@ pub fn choose(
         },
         rejected,
         row_share,
+        text: text.clone(),
     };
     // Of equally cheap indexes, the first created wins.
     let Some(index) = candidates
@@ -475,6 +497,18 @@ pub fn choose(
             "index {name} would read about {estimated_rows} of {live_rows} rows; scanning is cheaper"
         ))),
     })
+}
+
+/// Whether `filter` asks for a word in a field that a keyword index covers, when `kind` is
+/// an ngram index's: the keyword index answers it exactly, so the ngram index never names
+/// fewer rows and is not worth estimating (an intersection of every gram's rows).
+fn has_keyword_index(dataset: &Dataset, kind: &IndexKind, filter: &TextFilter) -> bool {
+    matches!(kind, IndexKind::Ngram(_))
+        && matches!(filter.query, TextQuery::Word(_))
+        && dataset
+            .index_definitions()
+            .iter()
+            .any(|d| d.kind == IndexKind::Keyword && d.fields[0] == filter.field)
 }
 
 /// The estimated share of the rows passing every range of `ranges`, taking the ranges as

@@ -119,7 +119,7 @@ fn in_index_order(
         if !top_k_walks(scan.access(), field, dataset.live_rows(), fetch, forced) {
             return Ok(None);
         }
-        let ordered = scan.ordered_by(&index.name, field, options.descending)?;
+        let ordered = scan.ordered_by(&index.name, field, options.descending, fetch)?;
         return Ok(Some(Arc::new(ordered) as _));
     }
     let children = plan.children();

@@ -3,7 +3,9 @@
 //! counts, column bounds and null counts as DataFusion statistics so joins and filters are
 //! planned from real figures.
 
-use crate::access_path::{Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess};
+use crate::access_path::{
+    Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
+};
 use crate::scan_filter::runtime_row_filter;
 use crate::scan_outputs::ScanOutputs;
 use crate::table::storage_error;
@@ -254,13 +256,28 @@ impl DatasetScanExec {
         &self.access
     }
 
-    /// The same scan reading every row in the order of index `index` on `field` (whether
-    /// walking pays is [`crate::access_path::top_k_walks`]'s choice).
-    pub fn ordered_by(&self, index: &str, field: &str, descending: bool) -> Result<Self> {
+    /// The same scan reading every row in the order of index `index` on `field`, for a top-k
+    /// of `limit` rows (whether walking pays is [`crate::access_path::top_k_walks`]'s choice).
+    /// A text index the scan read, or passed over for scanning, confines the walk to its
+    /// candidates.
+    pub fn ordered_by(
+        &self,
+        index: &str,
+        field: &str,
+        descending: bool,
+        limit: usize,
+    ) -> Result<Self> {
+        let within = match &self.access {
+            Access::Text(text) => Some(text.clone()),
+            Access::Full { text, .. } => text.clone(),
+            _ => None,
+        };
         self.with_access(Access::Ordered {
             index: index.to_string(),
             field: field.to_string(),
             descending,
+            limit,
+            within,
         })
     }
 
@@ -420,15 +437,27 @@ impl DatasetScanExec {
         let narrowing = self.narrowing();
         match self.access.clone() {
             Access::Ordered {
-                index, descending, ..
+                index,
+                descending,
+                limit,
+                within,
+                ..
             } => builder.spawn_blocking(move || {
                 let timer = read_time.timer();
-                let mut scan = OrderedIndexScan::new(dataset, &index, descending, projection)
-                    .map_err(storage_error)?;
+                let within = within
+                    .as_ref()
+                    .map(|text| (text.index.as_str(), &text.plan));
+                let mut scan =
+                    OrderedIndexScan::new(dataset, &index, descending, projection, within)
+                        .map_err(storage_error)?;
                 timer.done();
                 // Small chunks first, since a top-k query often needs few rows; growing ones
-                // after, so a filter that keeps little does not cost a fetch per row.
-                let mut chunk = ORDERED_FIRST_CHUNK_ROWS;
+                // after, so a filter that keeps little does not cost a fetch per row. Rows
+                // confined to a text query's candidates mostly pass: the first chunk is the k.
+                let mut chunk = match within {
+                    Some(_) => limit.clamp(1, ORDERED_CHUNK_ROWS_MAX),
+                    None => ORDERED_FIRST_CHUNK_ROWS,
+                };
                 while let Some(batch) = {
                     let _timer = read_time.timer();
                     scan.next_batch(chunk).map_err(storage_error)?
@@ -807,6 +836,22 @@ fn column_statistics(
         .with_max_value(bound(&summary.max))
 }
 
+/// A text index read for a query, as plans show it: `words_index on body for word 'x'
+/// (estimated 12 rows)`.
+struct DisplayText<'a>(&'a TextAccess);
+
+impl fmt::Display for DisplayText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let text = self.0;
+        write!(f, "{} on {} for {} (", text.index, text.field, text.query)?;
+        let plan = &text.plan;
+        if plan.threshold < plan.terms.len() {
+            write!(f, "{} of {} grams, ", plan.threshold, plan.terms.len())?;
+        }
+        write!(f, "estimated {} rows)", text.estimated_rows)
+    }
+}
+
 /// A Cairn value as a DataFusion scalar of the column's Arrow type.
 fn scalar(data_type: &DataType, value: &cairn_model::Value) -> Option<ScalarValue> {
     let array = build_array(data_type, &[value], "").ok()?;
@@ -821,6 +866,7 @@ impl DisplayAs for DatasetScanExec {
                 request,
                 rejected,
                 row_share,
+                text: _,
             } => {
                 let partitions = self.partition_statistics.len();
                 write!(f, ", access=full scan of {partitions} partitions")?;
@@ -894,18 +940,7 @@ impl DisplayAs for DatasetScanExec {
                     write!(f, ", the {} nearest per box", nearest.keep)?;
                 }
             }
-            Access::Text(text) => {
-                write!(
-                    f,
-                    ", access=text index scan {} on {} for {} (",
-                    text.index, text.field, text.query
-                )?;
-                let plan = &text.plan;
-                if plan.threshold < plan.terms.len() {
-                    write!(f, "{} of {} grams, ", plan.threshold, plan.terms.len())?;
-                }
-                write!(f, "estimated {} rows)", text.estimated_rows)?;
-            }
+            Access::Text(text) => write!(f, ", access=text index scan {}", DisplayText(text))?,
             Access::Lookup(lookup) => {
                 match &lookup.by {
                     LookupBy::PrimaryKey => write!(f, ", access=primary key lookup")?,
@@ -923,15 +958,27 @@ impl DisplayAs for DatasetScanExec {
                 index,
                 field,
                 descending,
-            } => write!(
-                f,
-                ", access=ordered index scan {index} on {field} {} (stops at the limit)",
-                if *descending {
+                limit: _,
+                within,
+            } => {
+                let direction = if *descending {
                     "descending"
                 } else {
                     "ascending"
+                };
+                write!(
+                    f,
+                    ", access=ordered index scan {index} on {field} {direction}"
+                )?;
+                if let Some(text) = within {
+                    write!(
+                        f,
+                        " within the candidates of text index {}",
+                        DisplayText(text)
+                    )?;
                 }
-            )?,
+                write!(f, " (stops at the limit)")?;
+            }
         }
         if reads_inline(&self.access) {
             write!(f, ", read inline")?;

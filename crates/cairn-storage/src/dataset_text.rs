@@ -13,7 +13,7 @@ use arrow::array::RecordBatch;
 use cairn_model::{Record, Value};
 
 impl Dataset {
-    fn text_definition(&self, name: &str) -> Result<IndexDefinition> {
+    pub(crate) fn text_definition(&self, name: &str) -> Result<IndexDefinition> {
         match self.index_definition(name) {
             Some(definition) if definition.kind.is_text() => Ok(definition),
             Some(_) => Err(StorageError::InvalidDefinition {

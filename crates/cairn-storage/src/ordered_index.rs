@@ -3,6 +3,12 @@
 //! instead of reading everything. Every partition's components and memory rows are merged by
 //! their row-format encodings; deleted rows are skipped; rows whose leading field is null are
 //! not in the index and so not returned (callers use this for required fields only).
+//!
+//! A scan may be confined to the candidates of a text query (BigFUN Q10/Q11: the most recent
+//! chirps holding a word): it then passes over the disk rows the text index does not name
+//! before fetching any, testing each row it walks in the query's posting lists, so a word in
+//! one chirp of twenty costs ten fetches rather than two hundred. Memory rows have no index
+//! file and are all returned; the query's own filter, above the scan, still decides every row.
 
 use crate::component::DiskComponent;
 use crate::dataset::Dataset;
@@ -11,6 +17,7 @@ use crate::memory_component::{MemoryRows, UNBOUNDED};
 use crate::partition::ComponentRef;
 use crate::secondary_index::{ComponentIndex, IndexDefinition, encode_values, value_at_path};
 use crate::shape::DatasetShape;
+use crate::text_index::{CandidateTest, TermPlan};
 use arrow::array::RecordBatch;
 use cairn_model::{DataType, Record, Value};
 use roaring::RoaringTreemap;
@@ -23,6 +30,8 @@ enum Source {
         component: Arc<DiskComponent>,
         index: Arc<ComponentIndex>,
         deleted: Arc<RoaringTreemap>,
+        /// The text query's candidates, when the scan is confined to them.
+        candidates: Option<CandidateTest>,
     },
     /// Memory rows: their encoded leading values with their rows, in index order.
     Memory {
@@ -123,12 +132,14 @@ pub struct OrderedIndexScan {
 
 impl OrderedIndexScan {
     /// Starts a scan of `dataset` in the order of index `name` (descending or not), over a
-    /// snapshot of every partition taken now.
+    /// snapshot of every partition taken now; `within`, a text index and a plan of it, confines
+    /// the disk rows to the plan's candidates.
     pub fn new(
         dataset: Arc<Dataset>,
         name: &str,
         descending: bool,
         projection: Option<Vec<usize>>,
+        within: Option<(&str, &TermPlan)>,
     ) -> Result<OrderedIndexScan> {
         let definition: IndexDefinition =
             dataset
@@ -141,6 +152,10 @@ impl OrderedIndexScan {
         let leading = definition.fields[0].clone();
         let leading_type = definition.field_types(&record_type)[0].clone();
         let fields = definition.top_level_fields(&record_type);
+        let text = match within {
+            Some((text_index, plan)) => Some((dataset.text_definition(text_index)?, plan)),
+            None => None,
+        };
         let shape = &dataset.shape;
         let memory_source = |rows: MemoryRows, seqs: Vec<u32>| {
             memory_source(shape, &leading_type, &leading, &fields, rows, seqs)
@@ -162,10 +177,15 @@ impl OrderedIndexScan {
                 match component {
                     ComponentRef::Disk(disk) => {
                         let index = disk.index(&definition)?;
+                        let candidates = match &text {
+                            Some((text, plan)) => Some(disk.text_index(text)?.candidate_test(plan)),
+                            None => None,
+                        };
                         sources.push(Source::Disk {
                             component: disk,
                             index,
                             deleted,
+                            candidates,
                         });
                     }
                     ComponentRef::Frozen(frozen) => {
@@ -211,9 +231,15 @@ impl OrderedIndexScan {
                 taken
             };
             let key = match source_ref {
-                Source::Disk { index, deleted, .. } => {
+                Source::Disk {
+                    index,
+                    deleted,
+                    candidates,
+                    ..
+                } => {
                     let (key, row) = index.entry(position);
-                    if deleted.contains(row as u64) {
+                    let passed_over = candidates.as_ref().is_some_and(|c| !c.admits(row));
+                    if passed_over || deleted.contains(row as u64) {
                         taken += 1;
                         continue;
                     }

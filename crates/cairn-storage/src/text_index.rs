@@ -25,7 +25,7 @@ use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, Schema};
 use roaring::RoaringBitmap;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Longest gram an ngram index may use (and its parser accepts).
 pub const NGRAM_LENGTH_MAX: u8 = 8;
@@ -113,7 +113,7 @@ impl std::fmt::Display for TextQuery {
 
 /// What to look up for a [`TextQuery`]: rows holding at least `threshold` of `terms` (distinct,
 /// sorted) are candidates; every matching row is one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TermPlan {
     pub terms: Vec<String>,
     pub threshold: usize,
@@ -206,12 +206,48 @@ pub fn rows_in_at_least(lists: &[&RoaringBitmap], threshold: usize) -> RoaringBi
     at_least.swap_remove(threshold)
 }
 
+/// Whether single rows of one component are candidates for a [`TermPlan`]: the same rows
+/// [`TextIndex::candidates`] names, tested one at a time.
+#[derive(Debug, Clone)]
+pub struct CandidateTest {
+    index: Arc<TextIndex>,
+    /// Positions in the index of the plan's terms that the component holds.
+    lists: Vec<usize>,
+    threshold: usize,
+}
+
+impl CandidateTest {
+    /// Whether component row `row` holds at least the plan's threshold of its terms.
+    pub fn admits(&self, row: u32) -> bool {
+        if self.threshold == 0 {
+            return false; // as rows_in_at_least: a plan needing no term names no row
+        }
+        let mut held = 0;
+        for &list in &self.lists {
+            if self.index.postings[list].contains(row) {
+                held += 1;
+                if held == self.threshold {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
 /// One component's text index: its terms in order, each with the rows holding it.
 #[derive(Debug)]
 pub struct TextIndex {
     terms: Vec<String>,
     postings: Vec<RoaringBitmap>,
+    /// Candidate counts of plans that needed more than one list, remembered: the planner asks
+    /// for a plan's count at every statement, and counting a similarity query's candidates
+    /// (rows in two of four grams' lists, say) took most of a short BigFUN Q11's time.
+    counts: Mutex<HashMap<TermPlan, u64>>,
 }
+
+/// Most plans a text index remembers the candidate count of; past it, it forgets them all.
+const REMEMBERED_COUNTS_MAX: usize = 1024;
 
 impl TextIndex {
     /// Builds the index of `kind` over a component's text column (every row, in order; null
@@ -246,7 +282,15 @@ impl TextIndex {
         let mut entries: Vec<(String, RoaringBitmap)> = postings.into_iter().collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let (terms, postings) = entries.into_iter().unzip();
-        Ok(TextIndex { terms, postings })
+        Ok(TextIndex::new(terms, postings))
+    }
+
+    fn new(terms: Vec<String>, postings: Vec<RoaringBitmap>) -> TextIndex {
+        TextIndex {
+            terms,
+            postings,
+            counts: Mutex::default(),
+        }
     }
 
     /// The rows holding `term`, if any does.
@@ -268,6 +312,22 @@ impl TextIndex {
         rows_in_at_least(&self.lists(plan), plan.threshold)
     }
 
+    /// A test of single rows against `plan`, for a walk in another order (a top-k's ordered
+    /// index scan) that meets few of the candidates: it looks each row up in the plan's
+    /// posting lists instead of building the candidate set.
+    pub fn candidate_test(self: &Arc<Self>, plan: &TermPlan) -> CandidateTest {
+        let lists = plan
+            .terms
+            .iter()
+            .filter_map(|term| self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok())
+            .collect();
+        CandidateTest {
+            index: self.clone(),
+            lists,
+            threshold: plan.threshold,
+        }
+    }
+
     /// How many rows [`Self::candidates`] holds, without building them where one list or a
     /// pair answers (a keyword's estimate at planning time).
     pub fn candidate_count(&self, plan: &TermPlan) -> u64 {
@@ -275,8 +335,26 @@ impl TextIndex {
         match lists.as_slice() {
             [only] if plan.threshold == 1 => only.len(),
             [a, b] if plan.threshold == 2 => a.intersection_len(b),
-            _ => rows_in_at_least(&lists, plan.threshold).len(),
+            _ => {
+                if let Some(&count) = self.remembered_counts().get(plan) {
+                    return count;
+                }
+                let count = rows_in_at_least(&lists, plan.threshold).len();
+                let mut counts = self.remembered_counts();
+                if counts.len() >= REMEMBERED_COUNTS_MAX {
+                    counts.clear();
+                }
+                counts.insert(plan.clone(), count);
+                count
+            }
         }
+    }
+
+    fn remembered_counts(&self) -> std::sync::MutexGuard<'_, HashMap<TermPlan, u64>> {
+        // The map is only ever inserted into whole, so a panic elsewhere leaves it sound.
+        self.counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The index as an Arrow IPC file: `term` and `rows` (serialized roaring bitmaps).
@@ -351,7 +429,7 @@ impl TextIndex {
                 postings.push(rows);
             }
         }
-        Ok(TextIndex { terms, postings })
+        Ok(TextIndex::new(terms, postings))
     }
 }
 
@@ -435,7 +513,7 @@ mod tests {
             .collect();
         let column = StringArray::from_iter_values(&texts);
         for k in [1u8, 2, 3] {
-            let index = TextIndex::build(IndexKind::Ngram(k), &column).unwrap();
+            let index = Arc::new(TextIndex::build(IndexKind::Ngram(k), &column).unwrap());
             for query in ["lumia", "galaxy", "xperia"] {
                 for distance in 0..=2u32 {
                     let Some(plan) = (TextQuery::Similar {
@@ -447,7 +525,11 @@ mod tests {
                     };
                     let candidates = index.candidates(&plan);
                     assert_eq!(index.candidate_count(&plan), candidates.len());
+                    // Counted again, now from memory where the count needed several lists.
+                    assert_eq!(index.candidate_count(&plan), candidates.len());
+                    let test = index.candidate_test(&plan);
                     for (row, text) in texts.iter().enumerate() {
+                        assert_eq!(test.admits(row as u32), candidates.contains(row as u32));
                         let close = words(text).any(|w| strsim_levenshtein(w, query) <= distance);
                         if close {
                             assert!(
@@ -510,6 +592,14 @@ mod tests {
         let lumia = plan(IndexKind::Keyword, TextQuery::Word("LUMIA".into()));
         assert_eq!(read.candidates(&lumia).iter().collect::<Vec<_>>(), [0, 2]);
         assert_eq!(read.candidate_count(&lumia), 2);
+        let read = Arc::new(read);
+        let admitted = |word: &str| {
+            let test = read.candidate_test(&plan(IndexKind::Keyword, TextQuery::Word(word.into())));
+            (0..3).filter(|&row| test.admits(row)).collect::<Vec<_>>()
+        };
+        assert_eq!(admitted("LUMIA"), [0, 2]);
+        assert_eq!(admitted("galaxy"), [2]);
+        assert!(admitted("nokia").is_empty());
         // Rows beyond the component are refused.
         let error = TextIndex::read(&dir.path().join("c1.t.idx"), 2).unwrap_err();
         assert!(error.to_string().contains("c1.t.idx"), "{error}");

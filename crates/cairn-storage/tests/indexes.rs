@@ -97,7 +97,7 @@ fn ordered_v(storage: &Storage, descending: bool) -> Vec<i64> {
     let dataset = storage.dataset("items").unwrap();
     let v = dataset.shape.schema.index_of("v").unwrap();
     let mut scan =
-        OrderedIndexScan::new(dataset.clone(), "by_v", descending, Some(vec![v])).unwrap();
+        OrderedIndexScan::new(dataset.clone(), "by_v", descending, Some(vec![v]), None).unwrap();
     let mut values = Vec::new();
     while let Some(batch) = scan.next_batch(3).unwrap() {
         let column = batch
