@@ -9,7 +9,7 @@
 
 use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
-use cairn_storage::scan::{compare_values, late_decoded_share};
+use cairn_storage::scan::{RowFilter, compare_values, late_decoded_share};
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::text_index::{TermPlan, TextQuery};
 use cairn_storage::{ColumnRange, ColumnSummary, IndexKind, IndexRange, ScanRequest};
@@ -17,6 +17,7 @@ use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 extensions_options! {
     /// Cairn's session options, set with `SET cairn.<option> = <value>`.
@@ -130,6 +131,9 @@ pub struct Lookup {
     pub rows_per_key: f64,
     /// The dataset's live rows when the join was planned: what the fetched rows spread over.
     pub inner_rows: u64,
+    /// The pushed filter of the scan the lookup replaced, over the columns it reads: a fetch
+    /// tests it on its own columns first and fetches the others for passing rows alone.
+    pub filter: Option<Arc<dyn RowFilter>>,
 }
 
 impl Lookup {
@@ -173,6 +177,10 @@ pub struct IndexAccess {
     pub estimated_rows: u64,
     /// The index holds every column the scan reads: an index-only scan.
     pub covering: bool,
+    /// The scan's pushed filter, over the columns it reads: a fetch tests it first when it
+    /// reads columns besides the indexed field (see `Dataset::index_scan_partition_narrowed`),
+    /// and a lookup replacing this scan keeps it.
+    pub filter: Option<Arc<dyn RowFilter>>,
 }
 
 /// `spatial_intersect(field, shape)` with a constant shape, as the scan's filters hold it:
@@ -441,6 +449,7 @@ pub fn choose(
                     covering: definition
                         .covering(&dataset.shape.schema, projection)
                         .is_some(),
+                    filter: None, // the caller's to attach
                 }));
             }
         }

@@ -15,6 +15,7 @@ use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
+use cairn_storage::scan::RowFilter;
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::{ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanRequest};
 use datafusion::arrow::compute::SortOptions;
@@ -310,6 +311,7 @@ impl DatasetScanExec {
                 values: Vec::new(),
                 rows_per_key: 1.0,
                 inner_rows: dataset.live_rows(),
+                filter: self.pushed_filter(),
             });
         }
         let index = dataset
@@ -327,7 +329,17 @@ impl DatasetScanExec {
             values: Vec::new(),
             rows_per_key,
             inner_rows: dataset.live_rows(),
+            filter: self.pushed_filter(),
         })
+    }
+
+    /// The filter pushed into a full or index scan, over the columns it reads.
+    fn pushed_filter(&self) -> Option<Arc<dyn RowFilter>> {
+        match &self.access {
+            Access::Full { request, .. } => request.filter.as_ref().map(|f| f.rows.clone()),
+            Access::Index(index) => index.filter.clone(),
+            _ => None,
+        }
     }
 
     /// The rtree on `field` (a column of the scan's output) that could read this scan's rows
@@ -696,6 +708,10 @@ fn fetched_rows(
             std::slice::from_ref(&index.range),
             projection,
             narrowing,
+            index
+                .filter
+                .as_deref()
+                .filter(|f| tests_beyond(*f, dataset, projection, &index.field)),
         ),
         Access::Spatial(spatial) => {
             let nearest = spatial
@@ -720,6 +736,7 @@ fn fetched_rows(
                 &lookup.point_ranges(),
                 projection,
                 narrowing,
+                lookup.filter.as_deref(),
             ),
             LookupBy::PrimaryKey => primary_key_lookups(dataset, partition, lookup, projection),
         },
@@ -836,6 +853,26 @@ fn column_statistics(
         .with_max_value(bound(&summary.max))
 }
 
+/// Whether `filter`, over the `projection` of `dataset`, reads a column besides the one holding
+/// `field`, the field an index scan's range already bounds: testing the filter before
+/// fetching the rest of the rows would otherwise fetch that column twice for rows nearly all
+/// passing.
+fn tests_beyond(
+    filter: &dyn RowFilter,
+    dataset: &Dataset,
+    projection: Option<&[usize]>,
+    field: &str,
+) -> bool {
+    let Some((columns, _)) = filter.narrowed() else {
+        return false;
+    };
+    let top_level = field.split('.').next().unwrap_or(field);
+    let indexed = dataset.shape.schema.index_of(top_level).ok();
+    columns
+        .iter()
+        .any(|&c| Some(projection.map_or(c, |p| p[c])) != indexed)
+}
+
 /// A text index read for a query, as plans show it: `words_index on body for word 'x'
 /// (estimated 12 rows)`.
 struct DisplayText<'a>(&'a TextAccess);
@@ -907,19 +944,28 @@ impl DisplayAs for DatasetScanExec {
                     }
                 }
             }
-            Access::Index(index) => write!(
-                f,
-                ", access={} {} on {} in {} (estimated {} rows)",
-                if index.covering {
-                    "index-only scan"
-                } else {
-                    "index scan"
-                },
-                index.index,
-                index.field,
-                DisplayRange(&index.range.lower, &index.range.upper),
-                index.estimated_rows
-            )?,
+            Access::Index(index) => {
+                write!(
+                    f,
+                    ", access={} {} on {} in {} (estimated {} rows)",
+                    if index.covering {
+                        "index-only scan"
+                    } else {
+                        "index scan"
+                    },
+                    index.index,
+                    index.field,
+                    DisplayRange(&index.range.lower, &index.range.upper),
+                    index.estimated_rows
+                )?;
+                let projection = self.projection.as_deref();
+                let tests_first = index.filter.as_deref().is_some_and(|filter| {
+                    tests_beyond(filter, &self.dataset, projection, &index.field)
+                });
+                if tests_first && !index.covering {
+                    write!(f, ", testing the filter's columns first")?;
+                }
+            }
             Access::Key(key) => write!(f, ", access=key lookup {key}")?,
             Access::Spatial(spatial) => {
                 write!(
@@ -953,6 +999,13 @@ impl DisplayAs for DatasetScanExec {
                     write!(f, " for {} keys", lookup.values.len())?;
                 }
                 write!(f, " (about {:.1} rows per key)", lookup.rows_per_key)?;
+                if lookup
+                    .filter
+                    .as_ref()
+                    .is_some_and(|f| f.narrowed().is_some())
+                {
+                    write!(f, ", testing the filter's columns first")?;
+                }
             }
             Access::Ordered {
                 index,

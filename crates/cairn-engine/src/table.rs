@@ -319,8 +319,10 @@ impl TableProvider for DatasetTable {
                     forced,
                 )
                 .map_err(storage_error)?;
-                if let Access::Full { request, .. } = &mut access {
-                    request.filter = filter;
+                match &mut access {
+                    Access::Full { request, .. } => request.filter = filter,
+                    Access::Index(index) => index.filter = filter.map(|f| f.rows),
+                    _ => {}
                 }
                 access
             }

@@ -98,6 +98,11 @@ async fn small_outer_sides_join_through_the_index_and_agree_with_hash_joins() {
         plan.contains("access=index lookup messages_author on author_id for the join's keys"),
         "{plan}"
     );
+    // The lookups fetch `at` first, and `body` only for messages with `at < 500`.
+    assert!(
+        plan.contains("rows per key), testing the filter's columns first"),
+        "{plan}"
+    );
     // Ten users, ten messages each, half of them with `at < 500`.
     assert_eq!(answer.len(), 50);
 
@@ -305,6 +310,13 @@ async fn index_joins_agree_with_hash_joins_under_random_writes() {
                 "SELECT u.id, count(m.message_id) FROM users u LEFT JOIN messages m \
                  ON m.author_id = u.id AND m.at < 300 \
                  WHERE u.since >= {low} AND u.since < {} GROUP BY u.id",
+                low + 25
+            ),
+            // Looked up with the filter's column fetched first.
+            format!(
+                "SELECT u.id, m.message_id, m.body FROM users u JOIN messages m \
+                 ON m.author_id = u.id WHERE u.since >= {low} AND u.since < {} \
+                 AND m.at >= 700",
                 low + 25
             ),
             // Looked up through the GROUP BY's input, by its group key.

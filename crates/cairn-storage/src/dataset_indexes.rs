@@ -14,6 +14,7 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::memory_component::{MemoryRows, MemorySearch};
 use crate::partition::ComponentRef;
+use crate::scan::RowFilter;
 use crate::secondary_index::{
     CoveredColumn, EncodedRange, IndexDefinition, IndexRange, ranges_contain, value_at_path,
 };
@@ -320,12 +321,25 @@ impl Dataset {
         ranges: &[IndexRange],
         projection: Option<&[usize]>,
     ) -> Result<Vec<RecordBatch>> {
-        self.index_scan_partition_narrowed(partition, name, ranges, projection, &Default::default())
+        self.index_scan_partition_narrowed(
+            partition,
+            name,
+            ranges,
+            projection,
+            &Default::default(),
+            None,
+        )
     }
 
     /// [`Dataset::index_scan_partition`] for a caller needing only `narrowing` of some
     /// projected columns: a component's rows may come back narrowed (see
     /// [`DiskComponent::fetch_rows_narrowed`]); rows from memory come back whole.
+    ///
+    /// `prefilter`, a condition over the projected columns that the caller applies to the
+    /// rows anyway, lets a component fetch the columns it reads first, when they are fewer,
+    /// and the others only for the rows that pass: BigFUN's Q12-IX looks up five messages
+    /// per user by `author_id` and keeps those sent on one day, about one in four thousand.
+    /// Rows it drops may still be returned (from memory), never the reverse.
     ///
     /// [`DiskComponent::fetch_rows_narrowed`]: crate::component::DiskComponent::fetch_rows_narrowed
     pub fn index_scan_partition_narrowed(
@@ -335,6 +349,7 @@ impl Dataset {
         ranges: &[IndexRange],
         projection: Option<&[usize]>,
         narrowing: &crate::scan::Narrowing,
+        prefilter: Option<&dyn RowFilter>,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self
             .index_definition(name)
@@ -399,6 +414,12 @@ impl Dataset {
                         continue;
                     }
                     rows.sort_unstable();
+                    if let Some((columns, condition)) = prefilter.and_then(RowFilter::narrowed) {
+                        rows = self.passing_rows(disk, rows, projection, columns, condition)?;
+                        if rows.is_empty() {
+                            continue;
+                        }
+                    }
                     batches.extend(disk.fetch_rows_narrowed(&rows, projection, narrowing)?);
                 }
                 ComponentRef::Frozen(frozen) => {
@@ -410,5 +431,55 @@ impl Dataset {
             }
         }
         Ok(batches)
+    }
+}
+
+impl Dataset {
+    /// Of `rows` (ascending) of `disk`, those passing `condition`, which reads `columns`
+    /// (ascending positions in `projection`, the columns of the dataset schema the caller
+    /// reads): only those columns are fetched to test them.
+    fn passing_rows(
+        &self,
+        disk: &DiskComponent,
+        rows: Vec<u64>,
+        projection: Option<&[usize]>,
+        columns: &[usize],
+        condition: &dyn RowFilter,
+    ) -> Result<Vec<u64>> {
+        let read: Vec<usize> = columns
+            .iter()
+            .map(|&c| projection.map_or(c, |p| p[c]))
+            .collect();
+        let failed = |message: String| StorageError::FilterFailed {
+            dataset: self.shape.name.clone(),
+            message,
+        };
+        let batches = disk.fetch_rows(&rows, Some(&read))?;
+        let fetched: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if fetched != rows.len() {
+            return Err(StorageError::corrupt(
+                &disk.path,
+                format!("a fetch of {} rows returned {fetched}", rows.len()),
+            ));
+        }
+        let mut passing = Vec::new();
+        let mut batch_rows = rows.iter();
+        for batch in batches {
+            let mask = condition.evaluate(&batch).map_err(failed)?;
+            if mask.len() != batch.num_rows() {
+                return Err(failed(format!(
+                    "the filter returned {} values for {} rows",
+                    mask.len(),
+                    batch.num_rows()
+                )));
+            }
+            // Nulls fail, as in every filter.
+            for (row, passes) in batch_rows.by_ref().zip(mask.iter()) {
+                if passes == Some(true) {
+                    passing.push(*row);
+                }
+            }
+        }
+        Ok(passing)
     }
 }
