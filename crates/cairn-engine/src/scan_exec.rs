@@ -724,10 +724,11 @@ fn fetched_rows(
                 &spatial.queries,
                 nearest,
                 projection,
+                narrowing,
             )
         }
         Access::Text(text) => {
-            dataset.text_scan_partition(partition, &text.index, &text.plan, projection)
+            dataset.text_scan_partition(partition, &text.index, &text.plan, projection, narrowing)
         }
         Access::Lookup(lookup) => match &lookup.by {
             LookupBy::Index(index) => dataset.index_scan_partition_narrowed(

@@ -90,13 +90,15 @@ impl Dataset {
     /// `projection` of the dataset schema: memory and frozen records `search` selects,
     /// and the rows `component_rows` finds in each disk component (any order, repeats
     /// allowed), less the deleted ones. `component_rows` is told which rows are live, for
-    /// searches that rank what they find.
+    /// searches that rank what they find. A component's rows may come back narrowed as
+    /// `narrowing` allows (see [`DiskComponent::fetch_rows_narrowed`]).
     pub(crate) fn scan_through_index(
         &self,
         partition: usize,
         search: &MemorySearch<'_>,
         component_rows: &ComponentRows,
         projection: Option<&[usize]>,
+        narrowing: &crate::scan::Narrowing,
     ) -> Result<Vec<RecordBatch>> {
         let Some(state) = self.partitions.get(partition) else {
             return Err(StorageError::InvalidDefinition {
@@ -120,7 +122,7 @@ impl Dataset {
                     }
                     rows.sort_unstable();
                     rows.dedup();
-                    batches.extend(disk.fetch_rows(&rows, projection)?);
+                    batches.extend(disk.fetch_rows_narrowed(&rows, projection, narrowing)?);
                 }
                 ComponentRef::Frozen(frozen) => {
                     let rows = frozen.search(search, |row| !deleted.contains(row));
@@ -414,13 +416,14 @@ impl Dataset {
                         continue;
                     }
                     rows.sort_unstable();
-                    if let Some((columns, condition)) = prefilter.and_then(RowFilter::narrowed) {
-                        rows = self.passing_rows(disk, rows, projection, columns, condition)?;
-                        if rows.is_empty() {
-                            continue;
+                    match prefilter.and_then(RowFilter::narrowed) {
+                        Some(tested) => batches.extend(
+                            self.fetch_passing(disk, &rows, projection, narrowing, tested)?,
+                        ),
+                        None => {
+                            batches.extend(disk.fetch_rows_narrowed(&rows, projection, narrowing)?)
                         }
                     }
-                    batches.extend(disk.fetch_rows_narrowed(&rows, projection, narrowing)?);
                 }
                 ComponentRef::Frozen(frozen) => {
                     let rows = frozen.search(&search, |row| !deleted.contains(row));
@@ -435,27 +438,30 @@ impl Dataset {
 }
 
 impl Dataset {
-    /// Of `rows` (ascending) of `disk`, those passing `condition`, which reads `columns`
-    /// (ascending positions in `projection`, the columns of the dataset schema the caller
-    /// reads): only those columns are fetched to test them.
-    fn passing_rows(
+    /// `projection` of those of `rows` (ascending) of `disk` that pass `condition`, which
+    /// reads `columns` (ascending positions in `projection`, the dataset columns the caller
+    /// reads), or `None` when none passes. The condition's columns are fetched for every
+    /// row, the others for the passing rows alone; no column is fetched twice. The tested
+    /// columns come back whole, the others as `narrowing` allows.
+    fn fetch_passing(
         &self,
         disk: &DiskComponent,
-        rows: Vec<u64>,
+        rows: &[u64],
         projection: Option<&[usize]>,
-        columns: &[usize],
-        condition: &dyn RowFilter,
-    ) -> Result<Vec<u64>> {
-        let read: Vec<usize> = columns
-            .iter()
-            .map(|&c| projection.map_or(c, |p| p[c]))
-            .collect();
+        narrowing: &crate::scan::Narrowing,
+        (columns, condition): (&[usize], &dyn RowFilter),
+    ) -> Result<Option<RecordBatch>> {
+        let read: Vec<usize> = match projection {
+            Some(projection) => projection.to_vec(),
+            None => (0..self.shape.schema.fields().len()).collect(),
+        };
         let failed = |message: String| StorageError::FilterFailed {
             dataset: self.shape.name.clone(),
             message,
         };
-        let batches = disk.fetch_rows(&rows, Some(&read))?;
-        let fetched: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let tested_columns: Vec<usize> = columns.iter().map(|&c| read[c]).collect();
+        let tested_batches = disk.fetch_rows(rows, Some(&tested_columns))?;
+        let fetched: usize = tested_batches.iter().map(RecordBatch::num_rows).sum();
         if fetched != rows.len() {
             return Err(StorageError::corrupt(
                 &disk.path,
@@ -463,9 +469,10 @@ impl Dataset {
             ));
         }
         let mut passing = Vec::new();
+        let mut kept = Vec::with_capacity(tested_batches.len());
         let mut batch_rows = rows.iter();
-        for batch in batches {
-            let mask = condition.evaluate(&batch).map_err(failed)?;
+        for batch in &tested_batches {
+            let mask = condition.evaluate(batch).map_err(failed)?;
             if mask.len() != batch.num_rows() {
                 return Err(failed(format!(
                     "the filter returned {} values for {} rows",
@@ -479,7 +486,47 @@ impl Dataset {
                     passing.push(*row);
                 }
             }
+            kept.push(arrow::compute::filter_record_batch(batch, &mask)?);
         }
-        Ok(passing)
+        if passing.is_empty() {
+            return Ok(None);
+        }
+        let tested = arrow::compute::concat_batches(&kept[0].schema(), &kept)?;
+        let others: Vec<usize> = (0..read.len()).filter(|c| !columns.contains(c)).collect();
+        let other_columns: Vec<usize> = others.iter().map(|&c| read[c]).collect();
+        let rest = disk.fetch_rows_narrowed(&passing, Some(&other_columns), narrowing)?;
+        let Some(first) = rest.first() else {
+            return Err(StorageError::corrupt(
+                &disk.path,
+                "a fetch returned no batch",
+            ));
+        };
+        let rest = arrow::compute::concat_batches(&first.schema(), &rest)?;
+        if rest.num_rows() != passing.len() {
+            return Err(StorageError::corrupt(
+                &disk.path,
+                format!(
+                    "a fetch of {} rows returned {}",
+                    passing.len(),
+                    rest.num_rows()
+                ),
+            ));
+        }
+        // Back in the projection's order: each position from whichever fetch read it.
+        let (mut fields, mut arrays) = (Vec::new(), Vec::new());
+        let (mut next_tested, mut next_other) = (0, 0);
+        for position in 0..read.len() {
+            let (from, at) = if columns.contains(&position) {
+                next_tested += 1;
+                (&tested, next_tested - 1)
+            } else {
+                next_other += 1;
+                (&rest, next_other - 1)
+            };
+            fields.push(from.schema().field(at).clone());
+            arrays.push(from.column(at).clone());
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        Ok(Some(RecordBatch::try_new(schema, arrays)?))
     }
 }

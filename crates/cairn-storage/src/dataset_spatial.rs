@@ -52,7 +52,8 @@ impl Dataset {
 
     /// The live rows of partition `partition` whose indexed point or rectangle meets one of
     /// `queries` (each row once), found through rtree `name`, with columns `projection` of
-    /// the dataset schema. With `nearest` = `(centers, keep)`, each disk component gives for
+    /// the dataset schema, narrowed as `narrowing` allows (see
+    /// [`Dataset::index_scan_partition_narrowed`]). With `nearest` = `(centers, keep)`, each disk component gives for
     /// query `i` only its `keep` live rows nearest to `centers[i]` and their ties (see
     /// [`SpatialIndex::nearest`]); memory rows are all given.
     ///
@@ -64,6 +65,7 @@ impl Dataset {
         queries: &[BoundingBox],
         nearest: Option<(&[[f64; 2]], usize)>,
         projection: Option<&[usize]>,
+        narrowing: &crate::scan::Narrowing,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.rtree_definition(name)?;
         if let Some((centers, _)) = nearest
@@ -104,6 +106,7 @@ impl Dataset {
                 Ok(rows) // boxes may overlap: the scan drops repeats
             },
             projection,
+            narrowing,
         )
     }
 }

@@ -49,13 +49,15 @@ impl Dataset {
     }
 
     /// The live rows of partition `partition` that text index `name` names as candidates for
-    /// `plan`, with columns `projection` of the dataset schema.
+    /// `plan`, with columns `projection` of the dataset schema, narrowed as `narrowing`
+    /// allows (see [`Dataset::index_scan_partition_narrowed`]).
     pub fn text_scan_partition(
         &self,
         partition: usize,
         name: &str,
         plan: &TermPlan,
         projection: Option<&[usize]>,
+        narrowing: &crate::scan::Narrowing,
     ) -> Result<Vec<RecordBatch>> {
         let definition = self.text_definition(name)?;
         let test = |r: &Record| self.is_candidate(&definition, plan, r);
@@ -68,6 +70,7 @@ impl Dataset {
                 Ok(candidates.iter().map(u64::from).collect())
             },
             projection,
+            narrowing,
         )
     }
 }

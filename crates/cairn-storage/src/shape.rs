@@ -65,6 +65,12 @@ impl DatasetShape {
 /// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
 /// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
 const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
+/// A column whose sample has more distinct values than this is written without a dictionary
+/// too: a read of one row decodes its row group's whole dictionary, and past a page's worth
+/// of entries that costs more than the page itself. BigFUN's user names (about a thousand a
+/// row group) and employment dates made a fetch of 100 users decode 40 KB of dictionaries per
+/// row group it touched: two thirds of the fetch.
+const DICTIONARY_ENTRIES_MAX: usize = crate::component::DATA_PAGE_ROWS;
 /// Rows of a batch [`DatasetShape::column_encodings`] looks at: one default row group.
 const DICTIONARY_SAMPLE_ROWS: usize = 16 * 1024;
 
@@ -72,8 +78,9 @@ fn is_flat(data_type: &ArrowType) -> bool {
     data_type == &ArrowType::Utf8 || data_type.is_primitive()
 }
 
-/// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the non-null values differ.
-fn mostly_distinct(values: &arrow::array::ArrayRef) -> bool {
+/// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the non-null values differ, or
+/// more than [`DICTIONARY_ENTRIES_MAX`] do.
+fn too_distinct_for_a_dictionary(values: &arrow::array::ArrayRef) -> bool {
     let present = values.len() - values.null_count();
     let Ok(converter) =
         arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
@@ -87,7 +94,8 @@ fn mostly_distinct(values: &arrow::array::ArrayRef) -> bool {
         .filter(|&i| values.is_valid(i))
         .map(|i| rows.row(i).data())
         .collect();
-    present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64
+    distinct.len() > DICTIONARY_ENTRIES_MAX
+        || (present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64)
 }
 
 /// The flat leaves under `column` (at `path`, one part per level) with their Parquet paths:
@@ -180,7 +188,7 @@ impl DatasetShape {
     /// - without a dictionary: the key columns (unique by definition), and the string and
     ///   primitive leaves (timestamps, numbers) — top-level, in lists (friend ids) or in
     ///   nested records (screen names, coordinates) — whose values are mostly distinct in
-    ///   `sample`;
+    ///   `sample`, or more than a page's worth of distinct values (names, dates);
     /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks;
     /// - delta lengths: the string leaves, among those judged from `sample`, written without
     ///   a dictionary (with no sample, a string key keeps the plain layout).
@@ -209,7 +217,7 @@ impl DatasetShape {
             );
             let is_key = self.key_column_indices.contains(&index);
             for (values, path) in leaves {
-                if !is_key && !mostly_distinct(&values) {
+                if !is_key && !too_distinct_for_a_dictionary(&values) {
                     continue;
                 }
                 if compresses_poorly(&values) {

@@ -293,10 +293,14 @@ impl TextIndex {
         }
     }
 
+    /// Where `term` is among the index's terms, if any row holds it.
+    fn term_position(&self, term: &str) -> Option<usize> {
+        self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok()
+    }
+
     /// The rows holding `term`, if any does.
     fn rows_with(&self, term: &str) -> Option<&RoaringBitmap> {
-        let at = self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok()?;
-        Some(&self.postings[at])
+        Some(&self.postings[self.term_position(term)?])
     }
 
     /// The posting lists of the plan's terms that this component holds.
@@ -319,7 +323,7 @@ impl TextIndex {
         let lists = plan
             .terms
             .iter()
-            .filter_map(|term| self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok())
+            .filter_map(|term| self.term_position(term))
             .collect();
         CandidateTest {
             index: self.clone(),

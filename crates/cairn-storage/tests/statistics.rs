@@ -182,6 +182,31 @@ fn mostly_distinct_columns_have_no_dictionary() {
     assert!(has_dictionary("tags.list.item"));
 }
 
+/// A column repeating its values, but holding more distinct ones than a page has rows, is
+/// written without a dictionary: a fetch of one row would decode them all. Fewer keep it.
+#[test]
+fn columns_with_more_distinct_values_than_a_page_have_no_dictionary() {
+    for (distinct, dictionary) in [(100, true), (400, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = cairn_storage::StorageOptions {
+            background_work: false,
+            ..Default::default()
+        };
+        let storage = Storage::open(dir.path(), options).unwrap();
+        storage
+            .create_dataset("items", item_dataset_type(), Some(1))
+            .unwrap();
+        // Each value five times: a fifth of the rows distinct, well under half.
+        for id in 0..distinct * 5 {
+            storage.insert("items", item(id, id % distinct)).unwrap();
+        }
+        storage.flush("items").unwrap();
+        let has_dictionary = dictionary_columns(dir.path());
+        assert_eq!(has_dictionary("v"), dictionary, "{distinct} values");
+        assert_eq!(has_dictionary("at"), dictionary, "{distinct} values");
+    }
+}
+
 /// A list of mostly-distinct values (BigFUN's friend ids) is written without a dictionary:
 /// its leaf's path has three parts, which the writer's settings must name part by part.
 #[test]
