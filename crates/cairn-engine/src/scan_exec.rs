@@ -855,9 +855,9 @@ fn column_statistics(
 }
 
 /// Whether `filter`, over the `projection` of `dataset`, reads a column besides the one holding
-/// `field`, the field an index scan's range already bounds: testing the filter before
-/// fetching the rest of the rows would otherwise fetch that column twice for rows nearly all
-/// passing.
+/// `field`, the field an index scan's range already bounds. Only then is it worth testing
+/// before fetching the other columns: a filter on the indexed field alone passes nearly every
+/// row the range names, and testing it first would only split one fetch in two.
 fn tests_beyond(
     filter: &dyn RowFilter,
     dataset: &Dataset,
@@ -871,7 +871,7 @@ fn tests_beyond(
     let indexed = dataset.shape.schema.index_of(top_level).ok();
     columns
         .iter()
-        .any(|&c| Some(projection.map_or(c, |p| p[c])) != indexed)
+        .any(|&c| projection.map_or(Some(c), |p| p.get(c).copied()) != indexed)
 }
 
 /// A text index read for a query, as plans show it: `words_index on body for word 'x'

@@ -435,9 +435,7 @@ impl Dataset {
         }
         Ok(batches)
     }
-}
 
-impl Dataset {
     /// `projection` of those of `rows` (ascending) of `disk` that pass `condition`, which
     /// reads `columns` (ascending positions in `projection`, the dataset columns the caller
     /// reads), or `None` when none passes. The condition's columns are fetched for every
@@ -459,15 +457,14 @@ impl Dataset {
             dataset: self.shape.name.clone(),
             message,
         };
-        let tested_columns: Vec<usize> = columns.iter().map(|&c| read[c]).collect();
+        let tested_columns = columns
+            .iter()
+            .map(|&c| read.get(c).copied())
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| failed(format!("it reads columns {columns:?} of {}", read.len())))?;
         let tested_batches = disk.fetch_rows(rows, Some(&tested_columns))?;
-        let fetched: usize = tested_batches.iter().map(RecordBatch::num_rows).sum();
-        if fetched != rows.len() {
-            return Err(StorageError::corrupt(
-                &disk.path,
-                format!("a fetch of {} rows returned {fetched}", rows.len()),
-            ));
-        }
+        let fetched = tested_batches.iter().map(RecordBatch::num_rows).sum();
+        all_fetched(disk, rows.len(), fetched)?;
         let mut passing = Vec::new();
         let mut kept = Vec::with_capacity(tested_batches.len());
         let mut batch_rows = rows.iter();
@@ -502,16 +499,7 @@ impl Dataset {
             ));
         };
         let rest = arrow::compute::concat_batches(&first.schema(), &rest)?;
-        if rest.num_rows() != passing.len() {
-            return Err(StorageError::corrupt(
-                &disk.path,
-                format!(
-                    "a fetch of {} rows returned {}",
-                    passing.len(),
-                    rest.num_rows()
-                ),
-            ));
-        }
+        all_fetched(disk, passing.len(), rest.num_rows())?;
         // Back in the projection's order: each position from whichever fetch read it.
         let (mut fields, mut arrays) = (Vec::new(), Vec::new());
         let (mut next_tested, mut next_other) = (0, 0);
@@ -529,4 +517,15 @@ impl Dataset {
         let schema = Arc::new(arrow::datatypes::Schema::new(fields));
         Ok(Some(RecordBatch::try_new(schema, arrays)?))
     }
+}
+
+/// An error unless a fetch of `asked` rows of `disk` returned them all.
+fn all_fetched(disk: &DiskComponent, asked: usize, fetched: usize) -> Result<()> {
+    if fetched == asked {
+        return Ok(());
+    }
+    Err(StorageError::corrupt(
+        &disk.path,
+        format!("a fetch of {asked} rows returned {fetched}"),
+    ))
 }
