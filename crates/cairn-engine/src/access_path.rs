@@ -12,7 +12,9 @@ use cairn_storage::dataset::Dataset;
 use cairn_storage::scan::{RowFilter, compare_values, late_decoded_share};
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::text_index::{TermPlan, TextQuery};
-use cairn_storage::{ColumnRange, ColumnSummary, IndexKind, IndexRange, ScanRequest};
+use cairn_storage::{
+    ColumnRange, ColumnSummary, IndexDefinition, IndexKind, IndexRange, ScanRequest,
+};
 use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
 use std::cmp::Ordering;
@@ -409,7 +411,8 @@ pub fn choose(
 ) -> cairn_storage::Result<Access> {
     let live_rows = dataset.live_rows();
     let mut candidates: Vec<Access> = Vec::new();
-    for definition in dataset.index_definitions() {
+    let definitions = dataset.index_definitions();
+    for definition in &definitions {
         let field = &definition.fields[0];
         match definition.kind {
             IndexKind::Rtree => {
@@ -426,7 +429,7 @@ pub fn choose(
             }
             IndexKind::Keyword | IndexKind::Ngram(_) => {
                 for filter in filters.text.iter().filter(|f| f.field == *field) {
-                    if has_keyword_index(dataset, &definition.kind, filter) {
+                    if has_keyword_index(&definitions, &definition.kind, filter) {
                         continue; // it answers the word exactly: never more rows than grams
                     }
                     // A query the index cannot narrow (a word too short for its grams) is
@@ -514,14 +517,17 @@ pub fn choose(
     })
 }
 
-/// Whether `filter` asks for a word in a field that a keyword index covers, when `kind` is
-/// an ngram index's: the keyword index answers it exactly, so the ngram index never names
-/// fewer rows and is not worth estimating (an intersection of every gram's rows).
-fn has_keyword_index(dataset: &Dataset, kind: &IndexKind, filter: &TextFilter) -> bool {
+/// Whether `filter` asks for a word in a field that a keyword index of `definitions` covers,
+/// when `kind` is an ngram index's: the keyword index answers it exactly, so the ngram index
+/// never names fewer rows and is not worth estimating (an intersection of every gram's rows).
+fn has_keyword_index(
+    definitions: &[IndexDefinition],
+    kind: &IndexKind,
+    filter: &TextFilter,
+) -> bool {
     matches!(kind, IndexKind::Ngram(_))
         && matches!(filter.query, TextQuery::Word(_))
-        && dataset
-            .index_definitions()
+        && definitions
             .iter()
             .any(|d| d.kind == IndexKind::Keyword && d.fields[0] == filter.field)
 }

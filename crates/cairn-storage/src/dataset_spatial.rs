@@ -53,9 +53,9 @@ impl Dataset {
     /// The live rows of partition `partition` whose indexed point or rectangle meets one of
     /// `queries` (each row once), found through rtree `name`, with columns `projection` of
     /// the dataset schema, narrowed as `narrowing` allows (see
-    /// [`Dataset::index_scan_partition_narrowed`]). With `nearest` = `(centers, keep)`, each disk component gives for
-    /// query `i` only its `keep` live rows nearest to `centers[i]` and their ties (see
-    /// [`SpatialIndex::nearest`]); memory rows are all given.
+    /// [`Dataset::index_scan_partition_narrowed`]). With `nearest` = `(centers, keep)`, each
+    /// disk component gives for query `i` only its `keep` live rows nearest to `centers[i]`
+    /// and their ties (see [`SpatialIndex::nearest`]); memory rows are all given.
     ///
     /// [`SpatialIndex::nearest`]: crate::spatial_index::SpatialIndex::nearest
     pub fn spatial_scan_partition(

@@ -298,16 +298,19 @@ impl TextIndex {
         self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok()
     }
 
-    /// The rows holding `term`, if any does.
-    fn rows_with(&self, term: &str) -> Option<&RoaringBitmap> {
-        Some(&self.postings[self.term_position(term)?])
+    /// Positions of the plan's terms that this component holds.
+    fn positions(&self, plan: &TermPlan) -> Vec<usize> {
+        plan.terms
+            .iter()
+            .filter_map(|term| self.term_position(term))
+            .collect()
     }
 
     /// The posting lists of the plan's terms that this component holds.
     fn lists(&self, plan: &TermPlan) -> Vec<&RoaringBitmap> {
-        plan.terms
-            .iter()
-            .filter_map(|term| self.rows_with(term))
+        self.positions(plan)
+            .into_iter()
+            .map(|at| &self.postings[at])
             .collect()
     }
 
@@ -320,14 +323,9 @@ impl TextIndex {
     /// index scan) that meets few of the candidates: it looks each row up in the plan's
     /// posting lists instead of building the candidate set.
     pub fn candidate_test(self: &Arc<Self>, plan: &TermPlan) -> CandidateTest {
-        let lists = plan
-            .terms
-            .iter()
-            .filter_map(|term| self.term_position(term))
-            .collect();
         CandidateTest {
             index: self.clone(),
-            lists,
+            lists: self.positions(plan),
             threshold: plan.threshold,
         }
     }

@@ -156,13 +156,10 @@ fn dictionary_columns(dir: &std::path::Path) -> impl Fn(&str) -> bool {
     move |path: &str| chunk(path).dictionary_page_offset().is_some()
 }
 
-/// Mostly-distinct flat columns, and lists of mostly-distinct values, are written without a
-/// dictionary (a fetch of a few rows would otherwise decode the whole dictionary); repetitive
-/// ones keep theirs.
-#[test]
-fn mostly_distinct_columns_have_no_dictionary() {
+/// A directory holding one partition of items `(id, v)` for each of `values`, flushed to one
+/// component with row groups large enough to sample (the tests' usual 4-row groups are not).
+fn flushed_items(values: impl IntoIterator<Item = (i64, i64)>) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    // Row groups large enough to sample (the tests' usual 4-row groups are not).
     let options = cairn_storage::StorageOptions {
         background_work: false,
         ..Default::default()
@@ -171,10 +168,19 @@ fn mostly_distinct_columns_have_no_dictionary() {
     storage
         .create_dataset("items", item_dataset_type(), Some(1))
         .unwrap();
-    for id in 0..200 {
-        storage.insert("items", item(id, id)).unwrap();
+    for (id, v) in values {
+        storage.insert("items", item(id, v)).unwrap();
     }
     storage.flush("items").unwrap();
+    dir
+}
+
+/// Mostly-distinct flat columns, and lists of mostly-distinct values, are written without a
+/// dictionary (a fetch of a few rows would otherwise decode the whole dictionary); repetitive
+/// ones keep theirs.
+#[test]
+fn mostly_distinct_columns_have_no_dictionary() {
+    let dir = flushed_items((0..200).map(|id| (id, id)));
     let has_dictionary = dictionary_columns(dir.path());
     // `v` and `at` take a distinct value per row; `tags` repeats three words.
     assert!(!has_dictionary("v"));
@@ -187,20 +193,8 @@ fn mostly_distinct_columns_have_no_dictionary() {
 #[test]
 fn columns_with_more_distinct_values_than_a_page_have_no_dictionary() {
     for (distinct, dictionary) in [(100, true), (400, false)] {
-        let dir = tempfile::tempdir().unwrap();
-        let options = cairn_storage::StorageOptions {
-            background_work: false,
-            ..Default::default()
-        };
-        let storage = Storage::open(dir.path(), options).unwrap();
-        storage
-            .create_dataset("items", item_dataset_type(), Some(1))
-            .unwrap();
         // Each value five times: a fifth of the rows distinct, well under half.
-        for id in 0..distinct * 5 {
-            storage.insert("items", item(id, id % distinct)).unwrap();
-        }
-        storage.flush("items").unwrap();
+        let dir = flushed_items((0..distinct * 5).map(|id| (id, id % distinct)));
         let has_dictionary = dictionary_columns(dir.path());
         assert_eq!(has_dictionary("v"), dictionary, "{distinct} values");
         assert_eq!(has_dictionary("at"), dictionary, "{distinct} values");
