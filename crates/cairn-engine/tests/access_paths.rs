@@ -8,12 +8,17 @@ mod common;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
+use cairn_storage::StorageOptions;
 use common::{explain as plan, insert_and_flush};
 
 const ROWS: i64 = 50_000;
 
 async fn fixture(dir: &std::path::Path) -> Database {
-    let db = Database::open(dir, Default::default()).unwrap();
+    fixture_with(dir, Default::default()).await
+}
+
+async fn fixture_with(dir: &std::path::Path, options: StorageOptions) -> Database {
+    let db = Database::open(dir, options).unwrap();
     db.sql("CREATE TABLE events (id BIGINT PRIMARY KEY, at BIGINT NOT NULL, body VARCHAR) WITH (partitions = 2)")
         .await
         .unwrap();
@@ -108,6 +113,54 @@ async fn narrow_ranges_use_the_index_and_wide_ones_scan() {
     assert!(plan(&db, wide).await.contains("access=index scan"));
     assert_eq!(ids(&db.sql(equal).await.unwrap()), scanned_equal);
     assert_eq!(ids(&db.sql(wide).await.unwrap()).len(), 49_000);
+}
+
+/// An index scan testing its filter before fetching the other columns, over rows of several
+/// row groups (whose tested columns come back in several batches): every row keeps its own
+/// values, and the answer is a full scan's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_tested_first_keep_each_rows_columns_across_row_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StorageOptions {
+        row_group_rows: 1000,
+        ..Default::default()
+    };
+    drop(fixture_with(dir.path(), options.clone()).await);
+    // Reopened, so that no decoded block is cached (a flush caches the rows it writes) and
+    // the fetch reads its row groups: the dense ones from their column chunks, a batch each.
+    let db = Database::open(dir.path(), options).unwrap();
+    // `body` is read through the record reader, which returns a batch per row group.
+    let query = "SELECT id, body FROM events WHERE at >= 0 AND at < 30000 AND body LIKE '%3%'";
+    let pairs = |batches: Vec<RecordBatch>| {
+        let mut pairs: Vec<(i64, String)> = batches
+            .iter()
+            .flat_map(|b| {
+                let ids = b.column(0).as_primitive::<Int64Type>().clone();
+                let bodies = b.column(1).as_string::<i32>().clone();
+                (0..b.num_rows())
+                    .map(move |i| (ids.value(i), bodies.value(i).to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        pairs.sort_unstable();
+        pairs
+    };
+    db.sql("SET cairn.access_path = 'index'").await.unwrap();
+    let text = plan(&db, query).await;
+    assert!(
+        text.contains("access=index scan events_at")
+            && text.contains("testing the filter's columns first"),
+        "{text}"
+    );
+    let through_index = pairs(db.sql(query).await.unwrap());
+    let expected: Vec<(i64, String)> = (0..ROWS)
+        .filter(|id| (id * 7919) % ROWS < 30_000 && id.to_string().contains('3'))
+        .map(|id| (id, format!("event {id}")))
+        .collect();
+    assert_eq!(through_index.len(), expected.len());
+    assert_eq!(through_index, expected);
+    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
+    assert_eq!(pairs(db.sql(query).await.unwrap()), expected);
 }
 
 /// A key lookup and an index scan expected to read few rows are read inline: in one partition,

@@ -467,7 +467,7 @@ impl Dataset {
         all_fetched(disk, rows.len(), fetched)?;
         let mut passing = Vec::new();
         let mut kept = Vec::with_capacity(tested_batches.len());
-        let mut batch_rows = rows.iter();
+        let mut first = 0;
         for batch in &tested_batches {
             let mask = condition.evaluate(batch).map_err(failed)?;
             if mask.len() != batch.num_rows() {
@@ -477,8 +477,14 @@ impl Dataset {
                     batch.num_rows()
                 )));
             }
+            // Each batch's own rows, by position: zipping one iterator over all of `rows`
+            // with each batch's mask would drop a row at every batch boundary.
+            let batch_rows = rows.get(first..first + batch.num_rows()).ok_or_else(|| {
+                StorageError::corrupt(&disk.path, "a fetch returned more rows than asked for")
+            })?;
+            first += batch.num_rows();
             // Nulls fail, as in every filter.
-            for (row, passes) in batch_rows.by_ref().zip(mask.iter()) {
+            for (row, passes) in batch_rows.iter().zip(mask.iter()) {
                 if passes == Some(true) {
                     passing.push(*row);
                 }
@@ -515,7 +521,9 @@ impl Dataset {
             arrays.push(from.column(at).clone());
         }
         let schema = Arc::new(arrow::datatypes::Schema::new(fields));
-        Ok(Some(RecordBatch::try_new(schema, arrays)?))
+        let batch = RecordBatch::try_new(schema, arrays)
+            .map_err(|e| crate::component::parquet_error(&disk.path, e))?;
+        Ok(Some(batch))
     }
 }
 
