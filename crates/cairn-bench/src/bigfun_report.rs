@@ -432,6 +432,30 @@ fn targets(report: &BigfunReport, page: &mut String) {
         },
     ];
     page.push_str("\n## Targets (Cairn embedded, Table V rows)\n\n| target | met on | missed on |\n|---|---|---|\n");
+    // First, because a failure is quick: a row that errored would otherwise pass for fast in
+    // a ratio read elsewhere, and its error sits at the end of the page.
+    let unanswered: Vec<&str> = report
+        .plan
+        .iter()
+        .map(|p| p.label.as_str())
+        .filter(|label| {
+            matches!(
+                Cell::of(case_of(cairn, label)),
+                Cell::Failed | Cell::TimedOut
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        page,
+        "| answers every operation without an error or a timeout | {} of {} | {} |",
+        report.plan.len() - unanswered.len(),
+        report.plan.len(),
+        if unanswered.is_empty() {
+            "none".to_string()
+        } else {
+            unanswered.join(", ")
+        }
+    );
     for Target {
         peer,
         goal,

@@ -164,6 +164,12 @@ async fn every_case_runs_on_cairn_over_both_doors_and_duckdb_with_the_same_answe
         page.contains("Every run's answer had the same canonical checksum"),
         "answers differ:\n{page}"
     );
+    assert!(
+        page.contains(
+            "| answers every operation without an error or a timeout | 62 of 62 | none |"
+        ),
+        "{page}"
+    );
 }
 
 #[tokio::test]
