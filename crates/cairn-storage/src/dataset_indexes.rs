@@ -465,9 +465,8 @@ impl Dataset {
         let tested_batches = disk.fetch_rows(rows, Some(&tested_columns))?;
         let fetched = tested_batches.iter().map(RecordBatch::num_rows).sum();
         all_fetched(disk, rows.len(), fetched)?;
-        let mut passing = Vec::new();
+        let mut masks = Vec::with_capacity(tested_batches.len());
         let mut kept = Vec::with_capacity(tested_batches.len());
-        let mut first = 0;
         for batch in &tested_batches {
             let mask = condition.evaluate(batch).map_err(failed)?;
             if mask.len() != batch.num_rows() {
@@ -477,20 +476,17 @@ impl Dataset {
                     batch.num_rows()
                 )));
             }
-            // Each batch's own rows, by position: zipping one iterator over all of `rows`
-            // with each batch's mask would drop a row at every batch boundary.
-            let batch_rows = rows.get(first..first + batch.num_rows()).ok_or_else(|| {
-                StorageError::corrupt(&disk.path, "a fetch returned more rows than asked for")
-            })?;
-            first += batch.num_rows();
-            // Nulls fail, as in every filter.
-            for (row, passes) in batch_rows.iter().zip(mask.iter()) {
-                if passes == Some(true) {
-                    passing.push(*row);
-                }
-            }
             kept.push(arrow::compute::filter_record_batch(batch, &mask)?);
+            masks.push(mask);
         }
+        // The masks end to end line up with `rows`: every batch's mask is as long as the
+        // batch, and the batches hold all of `rows` in order. Nulls fail, as in every filter.
+        let passing: Vec<u64> = rows
+            .iter()
+            .zip(masks.iter().flat_map(|mask| mask.iter()))
+            .filter(|(_, passes)| *passes == Some(true))
+            .map(|(&row, _)| row)
+            .collect();
         if passing.is_empty() {
             return Ok(None);
         }
