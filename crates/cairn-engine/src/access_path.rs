@@ -55,9 +55,6 @@ impl ConfigExtension for CairnOptions {
 /// Relative cost of producing one row by a full scan: sequential decoding of the projected
 /// columns. The unit of the cost model.
 const SCAN_ROW_COST: f64 = 1.0;
-/// Rows of one page of a component column: fetching a row decodes the page of every projected
-/// column that holds it, as a full scan decodes this many rows.
-const FETCH_PAGE_ROWS: f64 = cairn_storage::row_fetch::BLOCK_ROWS as f64;
 /// Relative cost of finding and placing one fetched row beyond decoding its pages: index
 /// probes, positions, interleaving into the output. Calibrated by bench/results/indexes.md: a
 /// range fetching 10 % of GleambookUsers (every page) took 25 % longer than scanning it all,
@@ -137,8 +134,8 @@ pub struct Lookup {
     pub values: Vec<Value>,
     /// Expected rows per key: 1 for a primary key, else live rows over distinct values.
     pub rows_per_key: f64,
-    /// The dataset's live rows when the join was planned: what the fetched rows spread over.
-    pub inner_rows: u64,
+    /// The dataset when the join was planned: what the fetched rows spread over.
+    pub inner: FetchSpread,
     /// The pushed filter of the scan the lookup replaced, over the columns it reads: a fetch
     /// tests it on its own columns first and fetches the others for passing rows alone.
     pub filter: Option<Arc<dyn RowFilter>>,
@@ -158,18 +155,37 @@ impl Lookup {
 
     /// The estimated cost of looking up `keys` keys, in scanned-row units.
     pub fn cost(&self, keys: f64) -> f64 {
-        fetch_cost(keys * self.rows_per_key.max(1.0), self.inner_rows)
+        fetch_cost(keys * self.rows_per_key.max(1.0), self.inner)
     }
 }
 
-/// The estimated cost, in scanned-row units, of fetching `rows` rows spread at random over a
-/// dataset of `live_rows`: each page holding one of them is decoded once, in every projected
-/// column — about a page per row while they are sparse, every page once they are dense (a
-/// full scan's decoding) — and each row is probed for and placed.
-pub fn fetch_cost(rows: f64, live_rows: u64) -> f64 {
+/// What the rows of a fetch spread over: a dataset's live rows, in pages of `page_rows` rows.
+/// Fetching a row decodes the page of every projected column that holds it, as a full scan
+/// decodes that many rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FetchSpread {
+    pub live_rows: u64,
+    pub page_rows: u64,
+}
+
+impl FetchSpread {
+    /// `dataset` as it is now.
+    pub fn of(dataset: &Dataset) -> Self {
+        FetchSpread {
+            live_rows: dataset.live_rows(),
+            page_rows: dataset.shape.page_rows as u64,
+        }
+    }
+}
+
+/// The estimated cost, in scanned-row units, of fetching `rows` rows spread at random over
+/// `spread`: each page holding one of them is decoded once, in every projected column — about
+/// a page per row while they are sparse, every page once they are dense (a full scan's
+/// decoding) — and each row is probed for and placed.
+pub fn fetch_cost(rows: f64, spread: FetchSpread) -> f64 {
     let rows = rows.max(0.0);
-    let live_rows = (live_rows as f64).max(1.0);
-    let pages = (live_rows / FETCH_PAGE_ROWS).max(1.0);
+    let live_rows = (spread.live_rows as f64).max(1.0);
+    let pages = (live_rows / spread.page_rows.max(1) as f64).max(1.0);
     // Of `pages` equally likely pages, `rows` draws leave about pages · e^(-rows/pages) untouched.
     let touched = pages * (1.0 - (-rows / pages).exp());
     touched * (live_rows / pages) * SCAN_ROW_COST + rows * FETCH_PROBE_COST
@@ -296,15 +312,16 @@ pub enum Access {
 }
 
 impl Access {
-    /// The estimated cost of reading the scan's rows, in scanned-row units.
-    pub fn cost(&self, live_rows: u64) -> f64 {
+    /// The estimated cost of reading the scan's rows from `spread`, in scanned-row units.
+    pub fn cost(&self, spread: FetchSpread) -> f64 {
+        let live_rows = spread.live_rows;
         match self {
             Access::Full { row_share, .. } => live_rows as f64 * SCAN_ROW_COST * row_share,
             Access::Ordered { .. } => live_rows as f64 * SCAN_ROW_COST,
-            Access::Key(_) => fetch_cost(1.0, live_rows),
-            Access::Index(index) => cost(index, live_rows),
-            Access::Spatial(spatial) => fetch_cost(spatial.estimated_rows as f64, live_rows),
-            Access::Text(text) => fetch_cost(text.estimated_rows as f64, live_rows),
+            Access::Key(_) => fetch_cost(1.0, spread),
+            Access::Index(index) => cost(index, spread),
+            Access::Spatial(spatial) => fetch_cost(spatial.estimated_rows as f64, spread),
+            Access::Text(text) => fetch_cost(text.estimated_rows as f64, spread),
             Access::Lookup(lookup) => lookup.cost(lookup.values.len() as f64),
         }
     }
@@ -388,12 +405,12 @@ fn combined_range(ranges: &[ColumnRange], column: &str) -> Option<IndexRange> {
     combined
 }
 
-/// The estimated cost of an index scan over a dataset of `live_rows`, in scanned-row units.
-fn cost(index: &IndexAccess, live_rows: u64) -> f64 {
+/// The estimated cost of an index scan over `spread`, in scanned-row units.
+fn cost(index: &IndexAccess, spread: FetchSpread) -> f64 {
     if index.covering {
         index.estimated_rows as f64 * COVERED_ROW_COST
     } else {
-        fetch_cost(index.estimated_rows as f64, live_rows)
+        fetch_cost(index.estimated_rows as f64, spread)
     }
 }
 
@@ -409,7 +426,8 @@ pub fn choose(
     filter_columns: Option<&[usize]>,
     forced: AccessOverride,
 ) -> cairn_storage::Result<Access> {
-    let live_rows = dataset.live_rows();
+    let spread = FetchSpread::of(dataset);
+    let live_rows = spread.live_rows;
     let mut candidates: Vec<Access> = Vec::new();
     let definitions = dataset.index_definitions();
     for definition in &definitions {
@@ -497,13 +515,13 @@ pub fn choose(
     // Of equally cheap indexes, the first created wins.
     let Some(index) = candidates
         .into_iter()
-        .min_by(|a, b| a.cost(live_rows).total_cmp(&b.cost(live_rows)))
+        .min_by(|a, b| a.cost(spread).total_cmp(&b.cost(spread)))
     else {
         return Ok(full(None));
     };
     let name = index.index_name().unwrap_or_default().to_string();
     let estimated_rows = index.estimated_rows().unwrap_or_default();
-    let index_cost = index.cost(live_rows);
+    let index_cost = index.cost(spread);
     let scan_cost = live_rows as f64 * SCAN_ROW_COST * row_share;
     Ok(match forced {
         AccessOverride::Index => index,
@@ -653,7 +671,8 @@ fn full_scan_row_share(
         return Ok(1.0);
     }
     let filter_share = (filtered / projected).clamp(0.0, 1.0);
-    Ok(filter_share + (1.0 - filter_share) * late_decoded_share(selectivity))
+    let page_rows = dataset.shape.page_rows;
+    Ok(filter_share + (1.0 - filter_share) * late_decoded_share(selectivity, page_rows))
 }
 
 /// Whether a top-k over `limit` rows should walk an index in order rather than read through
@@ -773,27 +792,51 @@ mod tests {
     #[test]
     fn fetching_costs_a_page_per_sparse_row_and_a_scan_for_dense_ones() {
         let live_rows = 1_000_000;
+        let spread = |page_rows| FetchSpread {
+            live_rows,
+            page_rows,
+        };
         let scan = live_rows as f64 * SCAN_ROW_COST;
-        // A hundred rows: a page each (but for the odd two on one page).
-        let few = fetch_cost(100.0, live_rows);
-        assert!((few - 100.0 * (FETCH_PAGE_ROWS + FETCH_PROBE_COST)).abs() < 0.02 * few);
+        // A hundred rows of many pages: a page each (but for the odd two on one page).
+        for page_rows in [256, 4096] {
+            let spread = FetchSpread {
+                live_rows: 100 * live_rows,
+                page_rows,
+            };
+            let few = fetch_cost(100.0, spread);
+            let pages = 100.0 * (page_rows as f64 + FETCH_PROBE_COST);
+            assert!(
+                (few - pages).abs() < 0.02 * few,
+                "{few} for pages of {page_rows}"
+            );
+        }
         // A tenth of the rows lands on nearly every page: a scan's decoding and the probes.
-        let many = fetch_cost(100_000.0, live_rows);
+        let many = fetch_cost(100_000.0, spread(256));
         assert!(
             many > scan && many < scan + 100_000.0 * FETCH_PROBE_COST,
             "{many}"
         );
         // A tiny dataset's page is the whole dataset, no more.
-        assert!(fetch_cost(1.0, 10) < 10.0 + FETCH_PROBE_COST);
-        assert_eq!(fetch_cost(0.0, live_rows), 0.0);
+        let tiny = FetchSpread {
+            live_rows: 10,
+            page_rows: 256,
+        };
+        assert!(fetch_cost(1.0, tiny) < 10.0 + FETCH_PROBE_COST);
+        assert_eq!(fetch_cost(0.0, spread(256)), 0.0);
     }
 
     #[test]
     fn late_reads_decode_the_pages_of_sparse_rows_and_everything_of_dense_ones() {
-        assert_eq!(late_decoded_share(0.0), 0.0);
-        let sparse = late_decoded_share(0.0002);
+        assert_eq!(late_decoded_share(0.0, 256), 0.0);
+        let sparse = late_decoded_share(0.0002, 256);
         assert!(sparse > 0.0 && sparse < 0.1, "{sparse}");
-        assert_eq!(late_decoded_share(0.01), 1.0);
-        assert_eq!(late_decoded_share(1.0), 1.0);
+        // Pages sixteen times larger: as many passing rows touch sixteen times the values,
+        // and fewer passing rows make a read dense.
+        let rare = late_decoded_share(0.00002, 256);
+        let larger_pages = late_decoded_share(0.00002, 4096);
+        assert!((larger_pages - 16.0 * rare).abs() < 1e-9, "{larger_pages}");
+        assert_eq!(late_decoded_share(0.0002, 4096), 1.0);
+        assert_eq!(late_decoded_share(0.01, 256), 1.0);
+        assert_eq!(late_decoded_share(1.0, 256), 1.0);
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::error::{EngineError, Result};
 use crate::script::ScriptStatement;
+use cairn_storage::DatasetOptions;
 
 /// A type as written in a `CREATE TYPE` declaration, before named types are resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +44,7 @@ pub enum CairnStatement {
         if_not_exists: bool,
         type_name: String,
         primary_key: Vec<String>,
-        partitions: Option<u32>,
+        layout: DatasetOptions,
     },
     DropType {
         name: String,
@@ -594,7 +595,8 @@ fn option_list(lexer: &mut Lexer<'_>) -> Result<Vec<(String, String)>> {
     Ok(options)
 }
 
-/// `name(Type) PRIMARY KEY f[, g] [WITH (partitions = n)]`, after `CREATE DATASET`.
+/// `name(Type) PRIMARY KEY f[, g] [WITH (partitions = n, page_rows = n)]`, after
+/// `CREATE DATASET`.
 fn create_dataset(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
     let if_not_exists = lexer.if_not_exists()?;
     let name = lexer.identifier("a dataset name")?;
@@ -607,7 +609,7 @@ fn create_dataset(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
     while lexer.eat_punct(',')? {
         primary_key.push(lexer.identifier("a primary key field")?);
     }
-    let mut partitions = None;
+    let mut layout = DatasetOptions::default();
     if lexer.eat_keyword("WITH")? {
         lexer.expect_punct('(')?;
         loop {
@@ -617,23 +619,23 @@ fn create_dataset(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
             };
             lexer.expect_punct('=')?;
             let value = lexer.next()?;
-            match (option.to_ascii_lowercase().as_str(), &value) {
-                ("partitions", Some((Token::Number(n), at))) => {
-                    partitions = Some(n.parse::<u32>().map_err(|_| {
-                        lexer.error_at(
-                            *at,
-                            format!("partitions must be a positive integer, got {n}"),
-                        )
-                    })?);
-                }
-                ("partitions", _) => return Err(lexer.unexpected(&value, "a partition count")),
+            let name = option.to_ascii_lowercase();
+            let setting = match name.as_str() {
+                "partitions" => &mut layout.partitions,
+                "page_rows" => &mut layout.page_rows,
                 _ => {
                     return Err(lexer.error_at(
                         offset,
-                        format!("unknown dataset option `{option}` (known: partitions)"),
+                        format!("unknown dataset option `{option}` (known: partitions, page_rows)"),
                     ));
                 }
-            }
+            };
+            let Some((Token::Number(n), at)) = &value else {
+                return Err(lexer.unexpected(&value, &format!("a number for {name}")));
+            };
+            *setting = Some(n.parse::<u32>().map_err(|_| {
+                lexer.error_at(*at, format!("{name} must be a positive integer, got {n}"))
+            })?);
             if !lexer.eat_punct(',')? {
                 break;
             }
@@ -646,7 +648,7 @@ fn create_dataset(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
         if_not_exists,
         type_name,
         primary_key,
-        partitions,
+        layout,
     })
 }
 
@@ -873,9 +875,36 @@ mod tests {
                 if_not_exists: true,
                 type_name: "T".into(),
                 primary_key: vec!["a".into(), "b".into()],
-                partitions: Some(8),
+                layout: DatasetOptions {
+                    partitions: Some(8),
+                    page_rows: None,
+                },
             })
         );
+    }
+
+    #[test]
+    fn create_dataset_with_page_rows() {
+        let parsed =
+            parse("CREATE DATASET D(T) PRIMARY KEY id WITH (page_rows = 4096, partitions = 2)");
+        let Ok(Some(CairnStatement::CreateDataset { layout, .. })) = parsed else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!(
+            layout,
+            DatasetOptions {
+                partitions: Some(2),
+                page_rows: Some(4096),
+            }
+        );
+        let error =
+            parse("CREATE DATASET D(T) PRIMARY KEY id WITH (page_rows = 'big')").unwrap_err();
+        assert!(
+            error.to_string().contains("a number for page_rows"),
+            "{error}"
+        );
+        let error = parse("CREATE DATASET D(T) PRIMARY KEY id WITH (page_rows = -1)").unwrap_err();
+        assert!(error.to_string().contains("page_rows"), "{error}");
     }
 
     #[test]

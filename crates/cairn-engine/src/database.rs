@@ -9,7 +9,7 @@ use crate::prepared::PlanCache;
 use crate::shape_cache::ShapeCache;
 use crate::table::DatasetTable;
 use cairn_model::DatasetType;
-use cairn_storage::{Storage, StorageOptions};
+use cairn_storage::{DatasetOptions, Storage, StorageOptions};
 use datafusion::common::TableReference;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -148,13 +148,13 @@ impl Database {
         }
     }
 
-    /// Creates a dataset and makes it queryable. Returns false when it exists and
-    /// `if_not_exists` is set.
+    /// Creates a dataset laid out as `layout` says and makes it queryable. Returns false when
+    /// it exists and `if_not_exists` is set.
     pub fn create_dataset_if(
         &self,
         name: &str,
         dataset_type: DatasetType,
-        partitions: Option<u32>,
+        layout: &DatasetOptions,
         if_not_exists: bool,
     ) -> Result<bool> {
         if self.context.table_exist(TableReference::bare(name))? {
@@ -167,7 +167,7 @@ impl Database {
             };
         }
         self.storage
-            .create_dataset(name, dataset_type, partitions)?;
+            .create_dataset_with(name, dataset_type, layout)?;
         self.register(name)?;
         self.catalog_changed();
         Ok(true)
@@ -180,7 +180,11 @@ impl Database {
         dataset_type: DatasetType,
         partitions: Option<u32>,
     ) -> Result<()> {
-        self.create_dataset_if(name, dataset_type, partitions, false)
+        let layout = DatasetOptions {
+            partitions,
+            ..DatasetOptions::default()
+        };
+        self.create_dataset_if(name, dataset_type, &layout, false)
             .map(|_| ())
     }
 

@@ -5,6 +5,7 @@ use crate::cairn_syntax::{ObjectTypeExpr, TypeExpr};
 use crate::catalog::Catalog;
 use crate::error::{EngineError, Result};
 use cairn_model::{DataType, DatasetType, Field, RecordType};
+use cairn_storage::DatasetOptions;
 use datafusion::sql::sqlparser::ast::{
     ArrayElemTypeDef, ColumnOption, CreateTable, CreateTableOptions, DataType as SqlType, Expr,
     SqlOption, TableConstraint, Value as SqlValue,
@@ -75,7 +76,7 @@ pub fn resolve_object(catalog: &Catalog, object: &ObjectTypeExpr) -> Result<Reco
 pub struct TableDeclaration {
     pub name: String,
     pub dataset_type: DatasetType,
-    pub partitions: Option<u32>,
+    pub layout: DatasetOptions,
     pub if_not_exists: bool,
 }
 
@@ -166,7 +167,7 @@ pub fn table_declaration(create: &CreateTable) -> Result<TableDeclaration> {
             "CREATE TABLE {name}: a table needs a PRIMARY KEY (on a column or as PRIMARY KEY (a, b))"
         )));
     }
-    let (partitions, open) = table_options(&name, &create.table_options)?;
+    let (layout, open) = table_options(&name, &create.table_options)?;
     let partition_key = match &create.partition_by {
         Some(expr) => partition_fields(&name, expr)?,
         None => Vec::new(),
@@ -175,7 +176,7 @@ pub fn table_declaration(create: &CreateTable) -> Result<TableDeclaration> {
     Ok(TableDeclaration {
         dataset_type: DatasetType::new(record, primary_key)?.with_partition_key(partition_key)?,
         name,
-        partitions,
+        layout,
         if_not_exists: create.if_not_exists,
     })
 }
@@ -198,17 +199,18 @@ fn partition_fields(table: &str, expr: &Expr) -> Result<Vec<String>> {
         .collect()
 }
 
-fn table_options(table: &str, options: &CreateTableOptions) -> Result<(Option<u32>, bool)> {
+/// The layout and openness `WITH (partitions = n, page_rows = n, open = true)` declares.
+fn table_options(table: &str, options: &CreateTableOptions) -> Result<(DatasetOptions, bool)> {
     let options: &[SqlOption] = match options {
         CreateTableOptions::None => &[],
         CreateTableOptions::With(options) => options,
         _ => {
             return Err(EngineError::Invalid(format!(
-                "CREATE TABLE {table}: write options as WITH (partitions = n, open = true)"
+                "CREATE TABLE {table}: write options as WITH (partitions = n, page_rows = n, open = true)"
             )));
         }
     };
-    let (mut partitions, mut open) = (None, false);
+    let (mut layout, mut open) = (DatasetOptions::default(), false);
     for option in options {
         let SqlOption::KeyValue { key, value } = option else {
             return Err(EngineError::Invalid(format!(
@@ -220,23 +222,27 @@ fn table_options(table: &str, options: &CreateTableOptions) -> Result<(Option<u3
             _ => None,
         };
         match (key.value.to_ascii_lowercase().as_str(), literal) {
-            ("partitions", Some(SqlValue::Number(n, _))) => {
-                partitions = Some(n.parse::<u32>().map_err(|_| {
+            (name @ ("partitions" | "page_rows"), Some(SqlValue::Number(n, _))) => {
+                let value = Some(n.parse::<u32>().map_err(|_| {
                     EngineError::Invalid(format!(
-                        "CREATE TABLE {table}: partitions must be a positive integer, got {n}"
+                        "CREATE TABLE {table}: {name} must be a positive integer, got {n}"
                     ))
                 })?);
+                match name {
+                    "partitions" => layout.partitions = value,
+                    _ => layout.page_rows = value,
+                }
             }
             ("open", Some(SqlValue::Boolean(b))) => open = *b,
             _ => {
                 return Err(EngineError::Invalid(format!(
                     "CREATE TABLE {table}: unknown or malformed option `{option}` (known: \
-                     partitions = <integer>, open = true|false)"
+                     partitions = <integer>, page_rows = <integer>, open = true|false)"
                 )));
             }
         }
     }
-    Ok((partitions, open))
+    Ok((layout, open))
 }
 
 /// A SQL column type as a Cairn type; `column` names the column in errors.

@@ -23,16 +23,18 @@ pub(crate) fn batch(columns: Vec<(&str, ArrayRef)>) -> Result<RecordBatch> {
         .map_err(|e| EngineError::Runtime(format!("cannot build a result table: {e}")))
 }
 
-/// One row per dataset: name, partitions, primary key, live records, declared type.
+/// One row per dataset: name, partitions, rows per data page, primary key, live records,
+/// declared type.
 pub fn show_datasets(storage: &Storage) -> Result<RecordBatch> {
     let mut names = storage.dataset_names();
     names.sort();
-    let (mut partitions, mut keys, mut records, mut types) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut partitions, mut page_rows, mut keys, mut records, mut types) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for name in &names {
         let dataset = storage.dataset(name)?;
         let shape = &dataset.shape;
         partitions.push(shape.partition_count as u64);
+        page_rows.push(shape.page_rows as u64);
         keys.push(shape.dataset_type.primary_key.join(", "));
         records.push(dataset.live_rows());
         types.push(shape.dataset_type.record.to_string());
@@ -40,6 +42,7 @@ pub fn show_datasets(storage: &Storage) -> Result<RecordBatch> {
     batch(vec![
         ("name", text_column(names)),
         ("partitions", Arc::new(UInt64Array::from(partitions))),
+        ("page_rows", Arc::new(UInt64Array::from(page_rows))),
         ("primary_key", text_column(keys)),
         ("records", Arc::new(UInt64Array::from(records))),
         ("type", text_column(types)),

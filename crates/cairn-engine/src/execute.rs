@@ -277,7 +277,7 @@ impl Database {
                 if_not_exists,
                 type_name,
                 primary_key,
-                partitions,
+                layout,
             } => {
                 let record = self
                     .catalog
@@ -285,7 +285,7 @@ impl Database {
                     .ok_or_else(|| EngineError::UnknownType(type_name.clone()))?;
                 let dataset_type = DatasetType::new(record, primary_key)?;
                 let created =
-                    self.create_dataset_if(&name, dataset_type, partitions, if_not_exists)?;
+                    self.create_dataset_if(&name, dataset_type, &layout, if_not_exists)?;
                 done(created, format!("created dataset {name}"), &name)
             }
             CairnStatement::DropType { name, if_exists } => {
@@ -522,7 +522,7 @@ impl Database {
                     let created = self.create_dataset_if(
                         &declaration.name,
                         declaration.dataset_type,
-                        declaration.partitions,
+                        &declaration.layout,
                         declaration.if_not_exists,
                     )?;
                     return Ok(Planned::Finished(done(

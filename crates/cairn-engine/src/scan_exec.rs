@@ -4,7 +4,7 @@
 //! planned from real figures.
 
 use crate::access_path::{
-    Access, DisplayRange, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
+    Access, DisplayRange, FetchSpread, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
 };
 use crate::scan_filter::runtime_row_filter;
 use crate::scan_outputs::ScanOutputs;
@@ -310,7 +310,7 @@ impl DatasetScanExec {
                 field: field.to_string(),
                 values: Vec::new(),
                 rows_per_key: 1.0,
-                inner_rows: dataset.live_rows(),
+                inner: FetchSpread::of(dataset),
                 filter: self.pushed_filter(),
             });
         }
@@ -328,7 +328,7 @@ impl DatasetScanExec {
             field: field.to_string(),
             values: Vec::new(),
             rows_per_key,
-            inner_rows: dataset.live_rows(),
+            inner: FetchSpread::of(dataset),
             filter: self.pushed_filter(),
         })
     }
@@ -381,7 +381,7 @@ impl DatasetScanExec {
 
     /// What reading this scan's rows costs, in the cost model's scanned-row units.
     pub fn cost(&self) -> f64 {
-        self.access.cost(self.dataset.live_rows())
+        self.access.cost(FetchSpread::of(&self.dataset))
     }
 
     fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {

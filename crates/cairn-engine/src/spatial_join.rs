@@ -14,7 +14,7 @@
 //! trees count them, and if the rtree turns out dearer the inner side is read as planned. `SET cairn.join_method = 'hash'` turns these
 //! joins off too; `'index'` forces them wherever an rtree serves.
 
-use crate::access_path::{JoinOverride, NearestRows, fetch_cost};
+use crate::access_path::{FetchSpread, JoinOverride, NearestRows, fetch_cost};
 use crate::column_remap::remapped_columns;
 use crate::index_join::{
     Reach, left_right, may_restrict, one_partition, outer_inner, rewrite_joins, scan_under,
@@ -53,12 +53,10 @@ const PAIR_COST: f64 = 0.2;
 
 /// The cost of the planned join (`candidates` = `None`: scan every inner row) or of the rtree
 /// join reading `candidates` rows, for `outer_rows` outer rows.
-fn join_cost(outer_rows: f64, inner_rows: f64, scan_cost: f64, candidates: Option<f64>) -> f64 {
+fn join_cost(outer_rows: f64, inner: FetchSpread, scan_cost: f64, candidates: Option<f64>) -> f64 {
     match candidates {
-        None => scan_cost + outer_rows * inner_rows * PAIR_COST,
-        Some(candidates) => {
-            fetch_cost(candidates, inner_rows as u64) + outer_rows * candidates * PAIR_COST
-        }
+        None => scan_cost + outer_rows * inner.live_rows as f64 * PAIR_COST,
+        Some(candidates) => fetch_cost(candidates, inner) + outer_rows * candidates * PAIR_COST,
     }
 }
 
@@ -160,10 +158,10 @@ fn plan_spatial_join(
         };
         let outer_rows = estimated_rows(outer)?.unwrap_or(f64::INFINITY);
         let scan_cost = scan.cost();
-        let inner_rows = scan.dataset().live_rows() as f64;
+        let inner_spread = FetchSpread::of(scan.dataset());
         let chosen = forced == JoinOverride::Index
-            || join_cost(outer_rows, inner_rows, scan_cost, Some(outer_rows))
-                < join_cost(outer_rows, inner_rows, scan_cost, None);
+            || join_cost(outer_rows, inner_spread, scan_cost, Some(outer_rows))
+                < join_cost(outer_rows, inner_spread, scan_cost, None);
         if !chosen {
             continue;
         }
@@ -181,7 +179,7 @@ fn plan_spatial_join(
             field,
             nearest: None,
             scan_cost,
-            inner_rows,
+            inner_spread,
             estimated_outer_rows: outer_rows,
             properties: Arc::new(PlanProperties::new(
                 EquivalenceProperties::new(join.schema()),
@@ -215,7 +213,7 @@ pub struct SpatialIndexJoinExec {
     /// What reading the inner side as planned costs, and the rows it reads (for the run-time
     /// choice).
     scan_cost: f64,
-    inner_rows: f64,
+    inner_spread: FetchSpread,
     estimated_outer_rows: f64,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
@@ -253,7 +251,7 @@ impl SpatialIndexJoinExec {
             field: self.field.clone(),
             nearest,
             scan_cost: self.scan_cost,
-            inner_rows: self.inner_rows,
+            inner_spread: self.inner_spread,
             estimated_outer_rows: self.estimated_outer_rows,
             properties: self.properties.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -349,7 +347,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
         let inner = self.inner.clone();
         let outer_shape = self.outer_shape.clone();
         let (index, field) = (self.index.clone(), self.field.clone());
-        let (scan_cost, inner_rows) = (self.scan_cost, self.inner_rows);
+        let (scan_cost, inner_spread) = (self.scan_cost, self.inner_spread);
         let nearest = self.nearest.clone();
         let run = async move {
             let outer_batches = collect(outer.clone(), context.clone()).await?;
@@ -403,7 +401,7 @@ impl ExecutionPlan for SpatialIndexJoinExec {
             // Entries meeting the boxes, counted in the trees (overlapping boxes count a row
             // more than once, so this is an upper bound).
             let outer_rows = boxes.len() as f64;
-            let planned = join_cost(outer_rows, inner_rows, scan_cost, None);
+            let planned = join_cost(outer_rows, inner_spread, scan_cost, None);
             let mut candidates = 0u64;
             if let Some(dataset) = find_dataset(&scan) {
                 // Reading only the nearest, a box yields about `keep` rows per component.
@@ -413,14 +411,14 @@ impl ExecutionPlan for SpatialIndexJoinExec {
                         .spatial_estimate(&index, query)
                         .map_err(storage_error)?
                         .min(per_box_max);
-                    if join_cost(outer_rows, inner_rows, scan_cost, Some(candidates as f64))
+                    if join_cost(outer_rows, inner_spread, scan_cost, Some(candidates as f64))
                         > planned
                     {
                         break;
                     }
                 }
             }
-            let inner = if join_cost(outer_rows, inner_rows, scan_cost, Some(candidates as f64))
+            let inner = if join_cost(outer_rows, inner_spread, scan_cost, Some(candidates as f64))
                 > planned
             {
                 fell_back.add(1);

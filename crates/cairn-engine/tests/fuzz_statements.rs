@@ -130,6 +130,7 @@ const VOCABULARY: &[&str] = &[
     "\u{e9}",
     "\u{1F600}",
     "partitions",
+    "page_rows",
     "=",
     "TRUE",
 ];

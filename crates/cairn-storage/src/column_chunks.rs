@@ -12,7 +12,6 @@
 
 use crate::component::{CachedKind, DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
-use crate::row_fetch::BLOCK_ROWS;
 use crate::scan::page_gather::concatenated;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt32Array};
 use arrow::compute::take;
@@ -68,7 +67,7 @@ impl DiskComponent {
         rows: usize,
         columns: &[usize],
     ) -> GroupRead {
-        let pages = group_rows.div_ceil(BLOCK_ROWS);
+        let pages = group_rows.div_ceil(self.block_rows());
         let dense = rows as u64 >= DENSE_ROWS_PER_PAGE_MIN * pages;
         let cached = || {
             let cache = &self.caches().decoded;
@@ -196,6 +195,9 @@ mod tests {
     use crate::row_fetch::tests::{ROW_GROUP_ROWS, ROWS, component, one_batch};
     use crate::scan::Narrowing;
     use std::sync::atomic::Ordering;
+
+    /// Rows of the test component's blocks: its dataset keeps the default page rows.
+    const BLOCK_ROWS: u64 = crate::component::DATA_PAGE_ROWS as u64;
 
     /// The test component over a decoded cache of `budget` bytes, and that cache.
     fn fixture(budget: usize) -> (tempfile::TempDir, Arc<ReadCaches>, DiskComponent) {

@@ -2,8 +2,9 @@
 //!
 //! Layout of a component file (`p<partition>/c<id>.parquet`): the dataset's Arrow schema
 //! (cairn-model's mapping), rows sorted by key, row groups of at most `row_group_rows` rows, LZ4
-//! pages (plain ones for columns LZ4 barely shrinks) of at most [`DATA_PAGE_ROWS`] rows and
-//! about [`DATA_PAGE_BYTES`], dictionary encoding where values repeat, row-group statistics,
+//! pages (plain ones for columns LZ4 barely shrinks) of at most the dataset's page rows
+//! ([`DATA_PAGE_ROWS`] unless it declares others) and about [`DATA_PAGE_BYTES_PER_ROW`] bytes
+//! per row of that limit, dictionary encoding where values repeat, row-group statistics,
 //! the offset index (page locations), a bloom filter on the first key column, and the sort
 //! order recorded in the footer (component_writer.rs writes it). The file never changes after
 //! it is written; which of its rows are still live is said by its deletion vector.
@@ -43,20 +44,40 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-/// Most rows in a data page. Small pages let a read of a few rows an index names decode only
-/// the pages that hold them (the page index locates them); the writer checks the limit every
-/// [`DATA_PAGE_WRITE_ROWS`] rows, a divisor of it. Chosen by bench/results/indexes.md.
-pub(crate) const DATA_PAGE_ROWS: usize = 256;
+/// Most rows in a data page unless the dataset says otherwise (`WITH (page_rows = n)`). Small
+/// pages let a read of a few rows an index names decode only the pages that hold them (the page
+/// index locates them); the writer checks the limit every [`DATA_PAGE_WRITE_ROWS`] rows, a
+/// divisor of it. Chosen by bench/results/indexes.md; a dataset only ever scanned whole reads
+/// faster with larger pages (bench/results/page-size-2026-11-29/).
+pub const DATA_PAGE_ROWS: usize = 256;
 
-/// Most bytes in a data page of a wide column, cut at a multiple of [`DATA_PAGE_WRITE_ROWS`]
-/// rows: 256 messages of BigFUN text are 33 KB, and a late read of one passing row decoded
-/// all of them. Narrow columns (256 numbers are 2 KB) still cut at [`DATA_PAGE_ROWS`].
-pub(crate) const DATA_PAGE_BYTES: usize = 8 << 10;
+/// The largest `page_rows` a dataset may declare: one default row group.
+pub const PAGE_ROWS_MAX: usize = 16 * 1024;
+
+/// Most bytes in a data page of a wide column per row the page may hold, cut at a multiple of
+/// [`DATA_PAGE_WRITE_ROWS`] rows: at the default 256 rows, 8 KB. 256 messages of BigFUN text
+/// are 33 KB, and a late read of one passing row decoded all of them. Narrow columns (256
+/// numbers are 2 KB) still cut at the row limit.
+pub(crate) const DATA_PAGE_BYTES_PER_ROW: usize = 32;
 
 /// Rows the writer encodes before checking a page's limits: the finest cut a wide column's
-/// page gets. A divisor of [`DATA_PAGE_ROWS`], so narrow columns still cut at exactly it.
+/// page gets. A divisor of every page row limit, so narrow columns still cut at exactly it.
 pub(crate) const DATA_PAGE_WRITE_ROWS: usize = 64;
 const _: () = assert!(DATA_PAGE_ROWS.is_multiple_of(DATA_PAGE_WRITE_ROWS));
+const _: () = assert!(PAGE_ROWS_MAX.is_multiple_of(DATA_PAGE_WRITE_ROWS));
+
+/// Why `page_rows` cannot be a dataset's page row limit, if it cannot: the writer checks the
+/// limit every [`DATA_PAGE_WRITE_ROWS`] rows, so it must be a multiple of that, at most
+/// [`PAGE_ROWS_MAX`].
+pub fn page_rows_problem(page_rows: usize) -> Option<String> {
+    (page_rows == 0 || !page_rows.is_multiple_of(DATA_PAGE_WRITE_ROWS) || page_rows > PAGE_ROWS_MAX)
+        .then(|| {
+            format!(
+                "page_rows must be a multiple of {DATA_PAGE_WRITE_ROWS} from {DATA_PAGE_WRITE_ROWS} \
+                 to {PAGE_ROWS_MAX}, got {page_rows}"
+            )
+        })
+}
 
 /// Reader options that decode the footer and skip the page index.
 fn footer_only() -> ArrowReaderOptions {
@@ -80,7 +101,8 @@ pub enum CachedKind {
     PagedMetadata,
     KeyColumns,
     AllColumns,
-    /// Every column of the `n`th run of DATA_PAGE_ROWS rows of the row group (see row_fetch.rs).
+    /// Every column of the `n`th run of the dataset's page rows of the row group (see
+    /// row_fetch.rs).
     Block(u32),
     /// Dataset column `n` of the whole row group (see column_chunks.rs).
     Column(u32),
@@ -236,6 +258,12 @@ pub struct DiskComponent {
 }
 
 impl DiskComponent {
+    /// Rows in a block of the decoded cache: the dataset's page rows, so that a block holds one
+    /// page of each column (see row_fetch.rs).
+    pub fn block_rows(&self) -> u64 {
+        self.shape.page_rows as u64
+    }
+
     /// Opens a component file, reading its footer, page index, key fences and bloom filters.
     /// A file that is not a readable component is reported as corrupt, naming the file.
     pub fn open(

@@ -3,14 +3,14 @@
 //! overlap then moves bytes instead of decoding and encoding every value).
 //!
 //! Every component, however written, has the layout component.rs describes: the dataset's
-//! Arrow schema, LZ4 pages of at most [`DATA_PAGE_ROWS`] rows (uncompressed for the columns
+//! Arrow schema, LZ4 pages of at most the dataset's page rows (uncompressed for the columns
 //! `DatasetShape::column_encodings` finds LZ4 barely shrinks; mostly-distinct strings
 //! length-first, as DELTA_LENGTH_BYTE_ARRAY), row-group statistics, the offset
 //! index, a bloom filter on the first key column and the distinct-count sketches in the footer.
 
 use crate::ascii_columns::{ASCII_COLUMNS_KEY, AsciiColumns, AsciiTracker};
 use crate::component::{
-    DATA_PAGE_BYTES, DATA_PAGE_ROWS, DATA_PAGE_WRITE_ROWS, DiskComponent, parquet_error,
+    DATA_PAGE_BYTES_PER_ROW, DATA_PAGE_WRITE_ROWS, DiskComponent, parquet_error,
 };
 use crate::error::{Result, StorageError};
 use crate::shape::DatasetShape;
@@ -93,12 +93,12 @@ impl ComponentWriter {
         let props = props
             .set_compression(Compression::LZ4_RAW)
             // Row-group statistics only: nothing reads page-level min/max, and with pages of
-            // DATA_PAGE_ROWS rows a column index costs as much memory as the footer many times
+            // a few hundred rows a column index costs as much memory as the footer many times
             // over. The offset index (page locations) is still written; fetches use it.
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_max_row_group_row_count(Some(row_group_rows))
-            .set_data_page_row_count_limit(DATA_PAGE_ROWS)
-            .set_data_page_size_limit(DATA_PAGE_BYTES)
+            .set_data_page_row_count_limit(shape.page_rows)
+            .set_data_page_size_limit(shape.page_rows * DATA_PAGE_BYTES_PER_ROW)
             .set_write_batch_size(DATA_PAGE_WRITE_ROWS)
             .set_column_bloom_filter_enabled(key_path.clone(), true)
             .set_column_bloom_filter_fpp(key_path.clone(), 0.01)

@@ -151,6 +151,12 @@ impl std::fmt::Debug for Dataset {
 }
 
 impl Dataset {
+    /// The page row limit the dataset declared, if not the default (as the manifest keeps it).
+    fn declared_page_rows(&self) -> Option<u32> {
+        (self.shape.page_rows != crate::component::DATA_PAGE_ROWS)
+            .then_some(self.shape.page_rows as u32)
+    }
+
     /// Builds the in-memory dataset for a manifest, opening its components and deletion
     /// vectors, and its predicate cache (of `predicate_cache_bytes` at most).
     pub fn from_manifest(
@@ -159,12 +165,16 @@ impl Dataset {
         caches: Arc<ReadCaches>,
         predicate_cache_bytes: usize,
     ) -> Result<Dataset> {
-        let shape = Arc::new(DatasetShape::new(
+        let mut shape = DatasetShape::new(
             manifest.dataset_id,
             &manifest.name,
             manifest.dataset_type.clone(),
             manifest.partition_count,
-        ));
+        );
+        if let Some(page_rows) = manifest.page_rows {
+            shape = shape.with_page_rows(page_rows as usize);
+        }
+        let shape = Arc::new(shape);
         let mut partitions = Vec::with_capacity(manifest.partitions.len());
         for partition in &manifest.partitions {
             let mut state = PartitionState {
@@ -726,6 +736,7 @@ impl Dataset {
             name: self.shape.name.clone(),
             dataset_type: self.shape.dataset_type.clone(),
             partition_count: self.shape.partition_count,
+            page_rows: self.declared_page_rows(),
             next_component_id: self.next_component_id.load(Ordering::Relaxed),
             partitions: captured.iter().map(|c| c.manifest.clone()).collect(),
             indexes: self.indexes.read().clone(),

@@ -71,4 +71,4 @@ pub use scan::{
 };
 pub use secondary_index::{IndexDefinition, IndexKind, IndexRange};
 pub use statistics::{ColumnSummaries, ColumnSummary, PartitionSummary};
-pub use storage::{DatasetStats, Storage};
+pub use storage::{DatasetOptions, DatasetStats, Storage};

@@ -22,6 +22,10 @@ pub struct Manifest {
     pub name: String,
     pub dataset_type: DatasetType,
     pub partition_count: u32,
+    /// Most rows in a data page of the dataset's components, when it declared a limit other
+    /// than the default (component.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_rows: Option<u32>,
     pub next_component_id: u64,
     pub partitions: Vec<PartitionManifest>,
     /// Secondary indexes; every listed component has a file for each.
@@ -81,6 +85,12 @@ pub fn read_manifest(dataset_dir: &Path) -> Result<Manifest> {
         .map_err(|e| StorageError::corrupt(&path, format!("invalid dataset type: {e}")))?;
     if manifest.partitions.len() != manifest.partition_count as usize {
         return Err(StorageError::corrupt(&path, "partition count mismatch"));
+    }
+    if let Some(problem) = manifest
+        .page_rows
+        .and_then(|rows| crate::component::page_rows_problem(rows as usize))
+    {
+        return Err(StorageError::corrupt(&path, problem));
     }
     Ok(Manifest {
         dataset_type,

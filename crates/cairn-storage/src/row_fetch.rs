@@ -4,12 +4,13 @@
 //! in row groups where they lie densely enough to be taken from whole decoded column chunks
 //! (column_chunks.rs).
 //!
-//! A block is the `n`th run of [`BLOCK_ROWS`] rows of a row group. The writer cuts every
-//! column's pages at the same multiples of DATA_PAGE_ROWS rows, so decoding a block decodes
-//! one page per column: the same pages a read of any one of its rows has to decompress.
+//! A block is the `n`th run of the dataset's page rows ([`DiskComponent::block_rows`]) of a
+//! row group. The writer cuts every column's pages at the same multiples of that many rows, so
+//! decoding a block decodes one page per column: the same pages a read of any one of its rows
+//! has to decompress.
 
 use crate::column_chunks::{ChunkAllowance, GroupRead};
-use crate::component::{CachedKind, DATA_PAGE_ROWS, DiskComponent, ReadCaches, parquet_error};
+use crate::component::{CachedKind, DiskComponent, ReadCaches, parquet_error};
 use crate::error::{Result, StorageError};
 use crate::scan::Narrowing;
 use crate::scan::page_gather::{concatenated, read_gathering};
@@ -23,10 +24,6 @@ use cairn_model::arrow_mapping::{build_array, record_at};
 use cairn_model::{Key, Record, Value};
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use std::sync::Arc;
-
-/// Rows per cached block: a fetch decodes this many rows, a page of each projected column, to
-/// read any one of them.
-pub const BLOCK_ROWS: u64 = DATA_PAGE_ROWS as u64;
 
 /// Most blocks a fetch decodes whole and caches. A fetch needing more blocks that are not
 /// cached reads only its rows, and only its projected columns, instead: a short query that
@@ -115,10 +112,17 @@ struct Block {
 }
 
 impl Block {
-    /// The `index`th block of row group `row_group`, whose rows are the component's
-    /// `group_rows` rows from `group_first` on; the last block of a row group may be short.
-    fn of_row_group(row_group: usize, group_first: u64, group_rows: u64, index: u64) -> Block {
-        let first_row = group_first + index * BLOCK_ROWS;
+    /// The `index`th block of `block_rows` rows of row group `row_group`, whose rows are the
+    /// component's `group_rows` rows from `group_first` on; the last block of a row group may
+    /// be short.
+    fn of_row_group(
+        row_group: usize,
+        group_first: u64,
+        group_rows: u64,
+        block_rows: u64,
+        index: u64,
+    ) -> Block {
+        let first_row = group_first + index * block_rows;
         debug_assert!(
             first_row < group_first + group_rows,
             "block {index} past its row group"
@@ -127,7 +131,7 @@ impl Block {
             row_group: row_group as u32,
             index: index as u32,
             first_row,
-            rows: BLOCK_ROWS.min(group_first + group_rows - first_row),
+            rows: block_rows.min(group_first + group_rows - first_row),
         }
     }
 }
@@ -363,8 +367,9 @@ impl DiskComponent {
                 *first >= *first_written && first + rows <= end_written
             });
             for (row_group, &(first, rows)) in whole_groups {
-                for index in 0..rows.div_ceil(BLOCK_ROWS) {
-                    let block = Block::of_row_group(row_group, first, rows, index);
+                for index in 0..rows.div_ceil(self.block_rows()) {
+                    let block =
+                        Block::of_row_group(row_group, first, rows, self.block_rows(), index);
                     let offset = block.first_row - first_written;
                     let Ok(copy) = copied_range(&columns, offset, block.rows) else {
                         return;
@@ -389,8 +394,9 @@ impl DiskComponent {
         for &row in rows {
             let (group, group_first, group_rows) =
                 walk.holding(row).ok_or_else(|| self.beyond_rows(row))?;
-            let index = (row - group_first) / BLOCK_ROWS;
-            let block = Block::of_row_group(group, group_first, group_rows, index);
+            let index = (row - group_first) / self.block_rows();
+            let block =
+                Block::of_row_group(group, group_first, group_rows, self.block_rows(), index);
             if blocks.last() != Some(&block) {
                 blocks.push(block);
             }
@@ -654,7 +660,7 @@ pub(crate) mod tests {
     use rand::{Rng, SeedableRng};
     use std::sync::atomic::Ordering;
 
-    /// Rows per row group: not a multiple of BLOCK_ROWS, so every row group ends in a short
+    /// Rows per row group: not a multiple of the block rows, so every row group ends in a short
     /// block.
     pub(crate) const ROW_GROUP_ROWS: usize = 5_000;
     /// Enough rows for a fetch to need more than FETCH_DECODED_BLOCKS_MAX blocks.
@@ -907,7 +913,7 @@ pub(crate) mod tests {
         // The last row of every block: each block once, most of them not cached.
         let spread: Vec<u64> = (0..ROWS as u64)
             .filter(|row| {
-                ((row + 1) % ROW_GROUP_ROWS as u64).is_multiple_of(BLOCK_ROWS)
+                ((row + 1) % ROW_GROUP_ROWS as u64).is_multiple_of(component.block_rows())
                     || (row + 1) % ROW_GROUP_ROWS as u64 == 0
             })
             .collect();

@@ -16,6 +16,8 @@ pub struct DatasetShape {
     pub name: String,
     pub dataset_type: DatasetType,
     pub partition_count: u32,
+    /// Most rows in a data page of the dataset's components (see component.rs).
+    pub page_rows: usize,
     pub schema: SchemaRef,
     /// Positions of the key fields among the schema's columns, in key order.
     pub key_column_indices: Vec<usize>,
@@ -54,10 +56,22 @@ impl DatasetShape {
             name: name.to_string(),
             dataset_type,
             partition_count,
+            page_rows: crate::component::DATA_PAGE_ROWS,
             schema,
             key_column_indices,
             key_types,
         }
+    }
+
+    /// The same shape with pages of at most `page_rows` rows (one of the values
+    /// [`crate::component::page_rows_problem`] accepts).
+    pub fn with_page_rows(mut self, page_rows: usize) -> Self {
+        assert!(
+            crate::component::page_rows_problem(page_rows).is_none(),
+            "page rows {page_rows} not validated"
+        );
+        self.page_rows = page_rows;
+        self
     }
 }
 
@@ -65,12 +79,6 @@ impl DatasetShape {
 /// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
 /// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
 const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
-/// A column whose sample has more distinct values than this is written without a dictionary
-/// too: a read of one row decodes its row group's whole dictionary, and past a page's worth
-/// of entries that costs more than the page itself. BigFUN's user names (about a thousand a
-/// row group) and employment dates made a fetch of 100 users decode 40 KB of dictionaries per
-/// row group it touched: two thirds of the fetch.
-const DICTIONARY_ENTRIES_MAX: usize = crate::component::DATA_PAGE_ROWS;
 /// Rows of a batch [`DatasetShape::column_encodings`] looks at: one default row group.
 const DICTIONARY_SAMPLE_ROWS: usize = 16 * 1024;
 
@@ -79,8 +87,11 @@ fn is_flat(data_type: &ArrowType) -> bool {
 }
 
 /// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the non-null values differ, or
-/// more than [`DICTIONARY_ENTRIES_MAX`] do.
-fn too_distinct_for_a_dictionary(values: &arrow::array::ArrayRef) -> bool {
+/// more than `entries_max` do. A read of one row decodes its row group's whole dictionary, and
+/// past a page's worth of entries that costs more than the page itself: BigFUN's user names
+/// (about a thousand a row group) and employment dates made a fetch of 100 users decode 40 KB
+/// of dictionaries per row group it touched, two thirds of the fetch.
+fn too_distinct_for_a_dictionary(values: &arrow::array::ArrayRef, entries_max: usize) -> bool {
     let present = values.len() - values.null_count();
     let Ok(converter) =
         arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
@@ -94,7 +105,7 @@ fn too_distinct_for_a_dictionary(values: &arrow::array::ArrayRef) -> bool {
         .filter(|&i| values.is_valid(i))
         .map(|i| rows.row(i).data())
         .collect();
-    distinct.len() > DICTIONARY_ENTRIES_MAX
+    distinct.len() > entries_max
         || (present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64)
 }
 
@@ -217,7 +228,7 @@ impl DatasetShape {
             );
             let is_key = self.key_column_indices.contains(&index);
             for (values, path) in leaves {
-                if !is_key && !too_distinct_for_a_dictionary(&values) {
+                if !is_key && !too_distinct_for_a_dictionary(&values, self.page_rows) {
                     continue;
                 }
                 if compresses_poorly(&values) {

@@ -38,6 +38,17 @@ use std::time::Duration;
 pub const DEFAULT_PARTITIONS: u32 = 4;
 /// Most partitions a dataset may have.
 pub const MAX_PARTITIONS: u32 = 1024;
+/// How a new dataset is laid out; `None` takes the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatasetOptions {
+    /// Hash partitions on the partitioning key (default [`DEFAULT_PARTITIONS`]).
+    pub partitions: Option<u32>,
+    /// Most rows in a data page of its components (default
+    /// [`crate::component::DATA_PAGE_ROWS`]): small pages for datasets read by index a few
+    /// rows at a time, larger ones for datasets only scanned whole.
+    pub page_rows: Option<u32>,
+}
+
 /// How long background threads sleep when nothing signals them.
 const BACKGROUND_POLL: Duration = Duration::from_millis(200);
 
@@ -285,22 +296,44 @@ impl Storage {
         self.inner.datasets.read().keys().cloned().collect()
     }
 
-    /// Creates an empty dataset; durable when this returns.
+    /// Creates an empty dataset of `partitions` partitions (default [`DEFAULT_PARTITIONS`]);
+    /// durable when this returns.
     pub fn create_dataset(
         &self,
         name: &str,
         dataset_type: DatasetType,
         partitions: Option<u32>,
     ) -> Result<Arc<Dataset>> {
+        let options = DatasetOptions {
+            partitions,
+            ..DatasetOptions::default()
+        };
+        self.create_dataset_with(name, dataset_type, &options)
+    }
+
+    /// Creates an empty dataset laid out as `options` say; durable when this returns.
+    pub fn create_dataset_with(
+        &self,
+        name: &str,
+        dataset_type: DatasetType,
+        options: &DatasetOptions,
+    ) -> Result<Arc<Dataset>> {
         validate_name(name)?;
-        let partition_count = partitions.unwrap_or(DEFAULT_PARTITIONS);
+        let invalid = |message: String| StorageError::InvalidDefinition {
+            dataset: name.to_string(),
+            message,
+        };
+        let partition_count = options.partitions.unwrap_or(DEFAULT_PARTITIONS);
         if partition_count == 0 || partition_count > MAX_PARTITIONS {
-            return Err(StorageError::InvalidDefinition {
-                dataset: name.to_string(),
-                message: format!(
-                    "partitions must be in 1..={MAX_PARTITIONS}, got {partition_count}"
-                ),
-            });
+            return Err(invalid(format!(
+                "partitions must be in 1..={MAX_PARTITIONS}, got {partition_count}"
+            )));
+        }
+        if let Some(problem) = options
+            .page_rows
+            .and_then(|rows| crate::component::page_rows_problem(rows as usize))
+        {
+            return Err(invalid(problem));
         }
         let mut datasets = self.inner.datasets.write();
         if datasets.contains_key(name) {
@@ -326,6 +359,9 @@ impl Storage {
             name: name.to_string(),
             dataset_type,
             partition_count,
+            page_rows: options
+                .page_rows
+                .filter(|&rows| rows as usize != crate::component::DATA_PAGE_ROWS),
             next_component_id: 1,
             partitions: vec![PartitionManifest::default(); partition_count as usize],
             indexes: Vec::new(),

@@ -25,6 +25,7 @@ impl PartitionScan {
         read: SelectedRows<'_>,
         matched: &mut [bool],
     ) -> Result<(Vec<RecordBatch>, bool)> {
+        let page_rows = read.component.shape.page_rows;
         let comparisons = self.filter.as_ref().and_then(|f| f.rows.comparisons());
         if let (Some(comparisons), Some(projection)) = (comparisons, &self.projection)
             && let Some(stored) = StoredComparisons::new(
@@ -37,7 +38,7 @@ impl PartitionScan {
         {
             self.rows_tested_stored += read.rows();
             let passed = read.live_passing(&stored, matched);
-            let dense = !reads_sparsely(run_count(&passed), read.rows() as usize);
+            let dense = !reads_sparsely(run_count(&passed), read.rows() as usize, page_rows);
             return Ok((vec![stored.gather(&passed)?], dense));
         }
         let mut out = Vec::new();
@@ -56,7 +57,7 @@ impl PartitionScan {
                 }
             });
         }
-        Ok((out, !reads_sparsely(runs, rows_read)))
+        Ok((out, !reads_sparsely(runs, rows_read, page_rows)))
     }
 
     /// `batches` (every projected column of rows that passed the filter) cut to the rows the
@@ -399,10 +400,11 @@ fn dataset_columns(projection: Option<&[usize]>, positions: &[usize]) -> Vec<usi
         .collect()
 }
 
-/// Whether rows passing in `runs` runs (out of `rows_read` read) are fetched from just the pages
-/// holding them rather than from the whole selection (see [`LATE_SPARSE_ROWS_PER_RUN`]).
-fn reads_sparsely(runs: usize, rows_read: usize) -> bool {
-    runs * LATE_SPARSE_ROWS_PER_RUN <= rows_read
+/// Whether rows passing in `runs` runs (out of `rows_read` read from pages of `page_rows` rows)
+/// are fetched from just the pages holding them rather than from the whole selection (see
+/// [`LATE_SPARSE_PAGES_PER_RUN`]).
+fn reads_sparsely(runs: usize, rows_read: usize, page_rows: usize) -> bool {
+    runs * LATE_SPARSE_PAGES_PER_RUN * page_rows <= rows_read
 }
 
 /// The batch of `width` projected columns whose columns at `filter_positions` (ascending) are
@@ -444,15 +446,16 @@ const RUNTIME_FILTER_SAMPLE_ROWS: u64 = 16 * 1024;
 /// With at most one run of passing rows per four pages read, a late read decodes the other
 /// columns from just the pages holding passing rows, skipping most pages; with more, nearly
 /// every page holds one, and decoding the whole selection costs less than seeking through it.
-const LATE_SPARSE_ROWS_PER_RUN: usize = 4 * crate::component::DATA_PAGE_ROWS;
+const LATE_SPARSE_PAGES_PER_RUN: usize = 4;
 
 /// The share of the other columns' values a late read decodes when its filter passes
-/// `selectivity` of the rows, spread at random: the pages holding a passing row on the
-/// sparse path (about one page per passing row), every page on the dense one. For planning.
-pub fn late_decoded_share(selectivity: f64) -> f64 {
+/// `selectivity` of the rows, spread at random over pages of `page_rows` rows: the pages
+/// holding a passing row on the sparse path (about one page per passing row), every page on
+/// the dense one. For planning.
+pub fn late_decoded_share(selectivity: f64, page_rows: usize) -> f64 {
     let selectivity = selectivity.clamp(0.0, 1.0);
-    if selectivity * LATE_SPARSE_ROWS_PER_RUN as f64 <= 1.0 {
-        (selectivity * crate::component::DATA_PAGE_ROWS as f64).min(1.0)
+    if selectivity * (LATE_SPARSE_PAGES_PER_RUN * page_rows) as f64 <= 1.0 {
+        (selectivity * page_rows as f64).min(1.0)
     } else {
         1.0
     }
@@ -541,7 +544,7 @@ impl SelectedRows<'_> {
         struct_fields: &[(usize, Vec<String>)],
     ) -> Result<(Vec<RecordBatch>, bool)> {
         let runs = offset_runs(offsets);
-        let sparse = reads_sparsely(runs.len(), rows_read);
+        let sparse = reads_sparsely(runs.len(), rows_read, self.component.shape.page_rows);
         let paged = self.component.paged_metadata()?;
         let groups = [(self.row_group, offsets.to_vec())];
         let mut read_whole_selection = false;

@@ -110,15 +110,15 @@ pub fn open_items_in_row_groups(dir: &Path, row_group_rows: usize) -> Storage {
 /// Reads every key below `rows` of `items` whose versions `version` gives, and asserts that
 /// none but the first lookup in each row group of `row_group_rows` reads the component file:
 /// a first lookup reads what every lookup there needs (the footer's page locations, the row
-/// group's keys) and the block (BLOCK_ROWS rows) holding its row, so the others find their blocks in
-/// the cache only if something put them there.
+/// group's keys) and the block (a default page's rows) holding its row, so the others find
+/// their blocks in the cache only if something put them there.
 pub fn lookups_past_each_first_block_read_nothing(
     storage: &Storage,
     rows: i64,
     row_group_rows: i64,
     version: impl Fn(i64) -> i64,
 ) {
-    let block_rows = cairn_storage::row_fetch::BLOCK_ROWS as i64;
+    let block_rows = cairn_storage::component::DATA_PAGE_ROWS as i64;
     for first in (0..rows).step_by(row_group_rows as usize) {
         let found = storage.get("items", &Key::int(first)).unwrap();
         assert_eq!(found, Some(item(first, version(first))), "key {first}");
