@@ -264,9 +264,11 @@ impl PartitionScan {
         };
         self.rows_read_late += passed_offsets.len() as u64;
         // The other columns were decoded from the whole selection exactly when the passing
-        // rows were dense; reading every column at once then costs no more, unless the
-        // filter was tested on stored values, which that read would decode.
-        let eager_would_do = by_selection_batch && !decoded.is_empty() && stored.is_none();
+        // rows were dense; reading every column at once then costs no more, even when the
+        // filter was tested on stored values, which that read decodes: gathering the
+        // passing half of every row group by offset and joining the parts made TPC-H Q3 a
+        // third slower once its dates were stored uncompressed (bench/results/tpch-sf1-2026-12-01/).
+        let eager_would_do = by_selection_batch && !decoded.is_empty();
         // Dense passing rows were not tested above; what lies above the scan may still
         // gain by the rows the runtime filter drops.
         let out = match tested_sparsely {
