@@ -151,12 +151,6 @@ impl std::fmt::Debug for Dataset {
 }
 
 impl Dataset {
-    /// The page row limit the dataset declared, if not the default (as the manifest keeps it).
-    fn declared_page_rows(&self) -> Option<u32> {
-        (self.shape.page_rows != crate::component::DATA_PAGE_ROWS)
-            .then_some(self.shape.page_rows as u32)
-    }
-
     /// Builds the in-memory dataset for a manifest, opening its components and deletion
     /// vectors, and its predicate cache (of `predicate_cache_bytes` at most).
     pub fn from_manifest(
@@ -736,7 +730,7 @@ impl Dataset {
             name: self.shape.name.clone(),
             dataset_type: self.shape.dataset_type.clone(),
             partition_count: self.shape.partition_count,
-            page_rows: self.declared_page_rows(),
+            page_rows: crate::manifest::recorded_page_rows(self.shape.page_rows),
             next_component_id: self.next_component_id.load(Ordering::Relaxed),
             partitions: captured.iter().map(|c| c.manifest.clone()).collect(),
             indexes: self.indexes.read().clone(),

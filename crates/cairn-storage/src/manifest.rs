@@ -56,6 +56,12 @@ pub struct ComponentEntry {
     pub deleted_rows: u64,
 }
 
+/// What a manifest records of a dataset's page row limit: nothing for the default, so the
+/// manifests of datasets that never declared one stay as they were.
+pub(crate) fn recorded_page_rows(page_rows: usize) -> Option<u32> {
+    (page_rows != crate::component::DATA_PAGE_ROWS).then_some(page_rows as u32)
+}
+
 pub fn manifest_path(dataset_dir: &Path) -> PathBuf {
     dataset_dir.join(MANIFEST_FILE)
 }

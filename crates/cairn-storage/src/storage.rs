@@ -38,6 +38,7 @@ use std::time::Duration;
 pub const DEFAULT_PARTITIONS: u32 = 4;
 /// Most partitions a dataset may have.
 pub const MAX_PARTITIONS: u32 = 1024;
+
 /// How a new dataset is laid out; `None` takes the default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DatasetOptions {
@@ -361,7 +362,7 @@ impl Storage {
             partition_count,
             page_rows: options
                 .page_rows
-                .filter(|&rows| rows as usize != crate::component::DATA_PAGE_ROWS),
+                .and_then(|rows| crate::manifest::recorded_page_rows(rows as usize)),
             next_component_id: 1,
             partitions: vec![PartitionManifest::default(); partition_count as usize],
             indexes: Vec::new(),
