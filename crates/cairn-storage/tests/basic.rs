@@ -724,13 +724,7 @@ fn loads_larger_than_their_memory_budget_are_written_in_sorted_runs() {
     }
     let stats = storage.stats("items").unwrap();
     assert_eq!(stats.live_rows, 400);
-    let scanned: usize =
-        collect_parallel(storage.scan("items", &ScanRequest::default()).unwrap(), 2)
-            .unwrap()
-            .iter()
-            .map(|b| b.num_rows())
-            .sum();
-    assert_eq!(scanned, 400);
+    assert_eq!(scanned_item_rows(&storage), 400);
 
     // A later load's runs are checked against the dataset as well.
     let again = input.path().join("again.json");

@@ -6,8 +6,7 @@ mod common;
 
 use cairn_model::{Key, Record, Value};
 use cairn_storage::{
-    DatasetOptions, IndexDefinition, IndexKind, IndexRange, ScanRequest, Storage, StorageOptions,
-    collect_parallel,
+    DatasetOptions, IndexDefinition, IndexKind, IndexRange, Storage, StorageOptions,
 };
 use common::*;
 use parquet::file::reader::FileReader;
@@ -119,13 +118,7 @@ fn check(storage: &Storage, model: &BTreeMap<i64, Record>) {
         .collect();
     assert!(!expected.is_empty());
     assert_eq!(fetched, expected, "rows of v = 3 through the index");
-    let scanned: usize =
-        collect_parallel(storage.scan("items", &ScanRequest::default()).unwrap(), 2)
-            .unwrap()
-            .iter()
-            .map(|b| b.num_rows())
-            .sum();
-    assert_eq!(scanned, model.len());
+    assert_eq!(scanned_item_rows(storage), model.len());
 }
 
 #[test]

@@ -174,3 +174,13 @@ impl RowFilter for IntEquals {
         Some((&positions[..], alone.as_ref() as &dyn RowFilter))
     }
 }
+
+/// The rows a full scan of `items` returns.
+pub fn scanned_item_rows(storage: &Storage) -> usize {
+    let request = cairn_storage::ScanRequest::default();
+    cairn_storage::collect_parallel(storage.scan("items", &request).unwrap(), 2)
+        .unwrap()
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum()
+}
