@@ -620,15 +620,14 @@ fn create_dataset(lexer: &mut Lexer<'_>) -> Result<CairnStatement> {
             lexer.expect_punct('=')?;
             let value = lexer.next()?;
             let name = option.to_ascii_lowercase();
-            let setting = match name.as_str() {
-                "partitions" => &mut layout.partitions,
-                "page_rows" => &mut layout.page_rows,
-                _ => {
-                    return Err(lexer.error_at(
-                        offset,
-                        format!("unknown dataset option `{option}` (known: partitions, page_rows)"),
-                    ));
-                }
+            let Some(setting) = layout.setting_mut(&name) else {
+                return Err(lexer.error_at(
+                    offset,
+                    format!(
+                        "unknown dataset option `{option}` (known: {})",
+                        DatasetOptions::NAMES
+                    ),
+                ));
             };
             let Some((Token::Number(n), at)) = &value else {
                 return Err(lexer.unexpected(&value, &format!("a number for {name}")));

@@ -180,10 +180,7 @@ impl Database {
         dataset_type: DatasetType,
         partitions: Option<u32>,
     ) -> Result<()> {
-        let layout = DatasetOptions {
-            partitions,
-            ..DatasetOptions::default()
-        };
+        let layout = DatasetOptions::partitioned(partitions);
         self.create_dataset_if(name, dataset_type, &layout, false)
             .map(|_| ())
     }

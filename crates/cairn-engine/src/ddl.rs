@@ -221,23 +221,21 @@ fn table_options(table: &str, options: &CreateTableOptions) -> Result<(DatasetOp
             Expr::Value(v) => Some(&v.value),
             _ => None,
         };
-        match (key.value.to_ascii_lowercase().as_str(), literal) {
-            (name @ ("partitions" | "page_rows"), Some(SqlValue::Number(n, _))) => {
-                let value = Some(n.parse::<u32>().map_err(|_| {
+        let name = key.value.to_ascii_lowercase();
+        match (layout.setting_mut(&name), literal) {
+            (Some(setting), Some(SqlValue::Number(n, _))) => {
+                *setting = Some(n.parse::<u32>().map_err(|_| {
                     EngineError::Invalid(format!(
                         "CREATE TABLE {table}: {name} must be a positive integer, got {n}"
                     ))
                 })?);
-                match name {
-                    "partitions" => layout.partitions = value,
-                    _ => layout.page_rows = value,
-                }
             }
-            ("open", Some(SqlValue::Boolean(b))) => open = *b,
+            (None, Some(SqlValue::Boolean(b))) if name == "open" => open = *b,
             _ => {
                 return Err(EngineError::Invalid(format!(
-                    "CREATE TABLE {table}: unknown or malformed option `{option}` (known: \
-                     partitions = <integer>, page_rows = <integer>, open = true|false)"
+                    "CREATE TABLE {table}: unknown or malformed option `{option}` (known: {} \
+                     as integers, open = true|false)",
+                    DatasetOptions::NAMES
                 )));
             }
         }

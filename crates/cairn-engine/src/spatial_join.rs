@@ -210,8 +210,8 @@ pub struct SpatialIndexJoinExec {
     /// Set when the plan above uses only each outer row's nearest inner rows
     /// (`spatial_nearest.rs`).
     pub(crate) nearest: Option<NearestJoin>,
-    /// What reading the inner side as planned costs, and the rows it reads (for the run-time
-    /// choice).
+    /// What reading the inner side as planned costs, and what its rows spread over (for the
+    /// run-time choice).
     scan_cost: f64,
     inner_spread: FetchSpread,
     estimated_outer_rows: f64,

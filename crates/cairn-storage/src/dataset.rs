@@ -166,7 +166,7 @@ impl Dataset {
             manifest.partition_count,
         );
         if let Some(page_rows) = manifest.page_rows {
-            shape = shape.with_page_rows(page_rows as usize);
+            shape = shape.with_page_rows(page_rows as usize)?;
         }
         let shape = Arc::new(shape);
         let mut partitions = Vec::with_capacity(manifest.partitions.len());

@@ -64,15 +64,17 @@ impl DatasetShape {
         }
     }
 
-    /// The same shape with pages of at most `page_rows` rows (one of the values
-    /// [`crate::component::page_rows_problem`] accepts).
-    pub fn with_page_rows(mut self, page_rows: usize) -> Self {
-        assert!(
-            crate::component::page_rows_problem(page_rows).is_none(),
-            "page rows {page_rows} not validated"
-        );
+    /// The same shape with pages of at most `page_rows` rows; a limit the writer cannot keep
+    /// (see [`crate::component::page_rows_problem`]) is an error naming the dataset.
+    pub fn with_page_rows(mut self, page_rows: usize) -> crate::error::Result<Self> {
+        if let Some(message) = crate::component::page_rows_problem(page_rows) {
+            return Err(crate::error::StorageError::InvalidDefinition {
+                dataset: self.name.clone(),
+                message,
+            });
+        }
         self.page_rows = page_rows;
-        self
+        Ok(self)
     }
 }
 
@@ -166,11 +168,14 @@ const COMPRESSED_SHARE_MAX: f64 = 0.8;
 fn compresses_poorly(values: &arrow::array::ArrayRef, page_rows: usize) -> bool {
     let page_bytes_max = page_rows * DATA_PAGE_BYTES_PER_ROW;
     let poorly = |bytes: &[u8], page_bytes: usize| {
+        if bytes.len() < 64 {
+            return false;
+        }
         let compressed: usize = bytes
             .chunks(page_bytes.max(1))
             .map(|page| lz4_flex::block::compress(page).len())
             .sum();
-        bytes.len() >= 64 && compressed as f64 > COMPRESSED_SHARE_MAX * bytes.len() as f64
+        compressed as f64 > COMPRESSED_SHARE_MAX * bytes.len() as f64
     };
     if let Some(strings) = values.as_string_opt::<i32>() {
         let offsets = strings.value_offsets();

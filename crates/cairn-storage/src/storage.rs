@@ -50,6 +50,28 @@ pub struct DatasetOptions {
     pub page_rows: Option<u32>,
 }
 
+impl DatasetOptions {
+    /// The names the settings go by in DDL (`WITH (partitions = 8, page_rows = 1024)`).
+    pub const NAMES: &'static str = "partitions, page_rows";
+
+    /// `partitions` partitions, the rest by default.
+    pub fn partitioned(partitions: Option<u32>) -> Self {
+        DatasetOptions {
+            partitions,
+            ..DatasetOptions::default()
+        }
+    }
+
+    /// The setting named `name` (lower case), if it is one of [`DatasetOptions::NAMES`].
+    pub fn setting_mut(&mut self, name: &str) -> Option<&mut Option<u32>> {
+        match name {
+            "partitions" => Some(&mut self.partitions),
+            "page_rows" => Some(&mut self.page_rows),
+            _ => None,
+        }
+    }
+}
+
 /// How long background threads sleep when nothing signals them.
 const BACKGROUND_POLL: Duration = Duration::from_millis(200);
 
@@ -305,11 +327,7 @@ impl Storage {
         dataset_type: DatasetType,
         partitions: Option<u32>,
     ) -> Result<Arc<Dataset>> {
-        let options = DatasetOptions {
-            partitions,
-            ..DatasetOptions::default()
-        };
-        self.create_dataset_with(name, dataset_type, &options)
+        self.create_dataset_with(name, dataset_type, &DatasetOptions::partitioned(partitions))
     }
 
     /// Creates an empty dataset laid out as `options` say; durable when this returns.

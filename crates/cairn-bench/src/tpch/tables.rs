@@ -171,7 +171,7 @@ pub const TABLES: [Table; 8] = [
 /// Rows per data page of every TPC-H table. The queries read most of each table they touch,
 /// and per-page work was a sixth of Q1's time with the default 256-row pages; pages of 1,024
 /// rows cut the CPU of the scan-bound queries by 12–26 % (bench/results/page-size-2026-11-29/).
-/// Index fetches (Q17's and Q20's lookups of lineitems by part) decode more per row.
+/// Index fetches (Q8's, Q17's and Q19's lookups of lineitems by part) decode more per row.
 pub const PAGE_ROWS: u32 = 1024;
 
 /// The table named `name`.
