@@ -27,6 +27,7 @@ pub mod access_path;
 pub mod analyze;
 pub mod applied_filter;
 pub mod arguments;
+mod batch_handoff;
 pub mod cairn_syntax;
 pub mod catalog;
 mod column_remap;

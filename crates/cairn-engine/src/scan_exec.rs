@@ -3,6 +3,7 @@
 //! counts, column bounds and null counts as DataFusion statistics so joins and filters are
 //! planned from real figures.
 
+use crate::batch_handoff::BatchHandoff;
 use crate::access_path::{
     Access, DisplayRange, FetchSpread, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
 };
@@ -384,7 +385,9 @@ impl DatasetScanExec {
         self.access.cost(FetchSpread::of(&self.dataset))
     }
 
-    fn partition_stream(&self, partition: usize) -> SendableRecordBatchStream {
+    /// Partition `partition`'s rows; a spawned reader groups small batches towards
+    /// `batch_rows` rows before handing them on (batch_handoff.rs).
+    fn partition_stream(&self, partition: usize, batch_rows: usize) -> SendableRecordBatchStream {
         if reads_inline(&self.access) {
             return self.inline_stream();
         }
@@ -396,10 +399,11 @@ impl DatasetScanExec {
             // slightly faster this way, and the rows the filter drops do not depend on timing.
             let (scan, schema) = (self.reading_copy(), self.read_schema());
             let read =
-                futures::stream::once(async move { scan.spawned_stream(partition) }).flatten();
+                futures::stream::once(async move { scan.spawned_stream(partition, batch_rows) })
+                    .flatten();
             return Box::pin(RecordBatchStreamAdapter::new(schema, read));
         }
-        self.spawned_stream(partition)
+        self.spawned_stream(partition, batch_rows)
     }
 
     /// This scan with the statistics of `filter` (the whole filter's, then each partition's),
@@ -436,7 +440,7 @@ impl DatasetScanExec {
     }
 
     /// Partition `partition`'s rows, read on a blocking thread started now.
-    fn spawned_stream(&self, partition: usize) -> SendableRecordBatchStream {
+    fn spawned_stream(&self, partition: usize, batch_rows: usize) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(self.read_schema(), 2);
         let counter =
             |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
@@ -530,13 +534,19 @@ impl DatasetScanExec {
                         .map_err(storage_error)?;
                     timer.done();
                     pruned.add(scan.row_groups_pruned);
-                    while let Some(batch) = {
+                    let mut handoff = BatchHandoff::new(batch_rows);
+                    'read: while let Some(batch) = {
                         let _timer = read_time.timer();
                         scan.next()
                     } {
-                        if tx.blocking_send(batch.map_err(storage_error)).is_err() {
-                            break; // the consumer went away (LIMIT reached, query cancelled)
+                        for ready in handoff.push(batch.map_err(storage_error)?)? {
+                            if tx.blocking_send(Ok(ready)).is_err() {
+                                break 'read; // the consumer went away (LIMIT reached, cancelled)
+                            }
                         }
+                    }
+                    if let Some(rest) = handoff.finish()? {
+                        let _ = tx.blocking_send(Ok(rest));
                     }
                     skipped.add(scan.units_skipped as usize);
                     found_empty.add(scan.units_found_empty as usize);
@@ -1136,7 +1146,7 @@ impl ExecutionPlan for DatasetScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let count = self.partition_statistics.len();
         if partition >= count {
@@ -1145,7 +1155,8 @@ impl ExecutionPlan for DatasetScanExec {
                 self.dataset.name()
             );
         }
-        let mut stream = make_cooperative(self.partition_stream(partition));
+        let batch_rows = context.session_config().batch_size();
+        let mut stream = make_cooperative(self.partition_stream(partition, batch_rows));
         if let Some(outputs) = self.outputs.clone() {
             let shaped = stream.map(move |batch| outputs.shape(&batch?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));
