@@ -159,8 +159,8 @@ mod tests {
         let mut handoff = BatchHandoff::new(100);
         assert!(handoff.push(ints(0, 2)).unwrap().is_empty());
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Utf8, false)]));
-        let text = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["a"]))])
-            .unwrap();
+        let text =
+            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["a"]))]).unwrap();
         let out = handoff.push(text).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(values(&out), vec![0, 1]);

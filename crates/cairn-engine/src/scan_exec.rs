@@ -3,10 +3,10 @@
 //! counts, column bounds and null counts as DataFusion statistics so joins and filters are
 //! planned from real figures.
 
-use crate::batch_handoff::BatchHandoff;
 use crate::access_path::{
     Access, DisplayRange, FetchSpread, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
 };
+use crate::batch_handoff::BatchHandoff;
 use crate::scan_filter::runtime_row_filter;
 use crate::scan_outputs::ScanOutputs;
 use crate::table::storage_error;
