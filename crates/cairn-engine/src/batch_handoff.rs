@@ -65,8 +65,13 @@ impl BatchHandoff {
             since: Instant::now(),
         });
         held.rows.push_batch(batch)?;
+        let completed = ready.len();
         while let Some(full) = held.rows.next_completed_batch() {
             ready.push(full);
+        }
+        if ready.len() > completed {
+            // What stays held came with this batch.
+            held.since = Instant::now();
         }
         if held.rows.is_empty() {
             self.held = None;
@@ -152,6 +157,17 @@ mod tests {
         let out = handoff.push(ints(2, 2)).unwrap();
         assert_eq!(values(&out), vec![0, 1, 2, 3]);
         assert!(handoff.finish().unwrap().is_none());
+    }
+
+    #[test]
+    fn rows_left_over_from_a_full_group_wait_from_their_own_arrival() {
+        let mut handoff = BatchHandoff::new(10);
+        assert!(handoff.push(ints(0, 9)).unwrap().is_empty());
+        std::thread::sleep(HANDOFF_DELAY_MAX * 2);
+        let out = handoff.push(ints(9, 6)).unwrap();
+        assert_eq!(values(&out), (0..10).collect::<Vec<_>>());
+        let rest = handoff.finish().unwrap().unwrap();
+        assert_eq!(values(&[rest]), (10..15).collect::<Vec<_>>());
     }
 
     #[test]

@@ -535,17 +535,20 @@ impl DatasetScanExec {
                     timer.done();
                     pruned.add(scan.row_groups_pruned);
                     let mut handoff = BatchHandoff::new(batch_rows);
+                    let mut consumer_left = false;
                     'read: while let Some(batch) = {
                         let _timer = read_time.timer();
                         scan.next()
                     } {
                         for ready in handoff.push(batch.map_err(storage_error)?)? {
                             if tx.blocking_send(Ok(ready)).is_err() {
-                                break 'read; // the consumer went away (LIMIT reached, cancelled)
+                                // The consumer went away (LIMIT reached, query cancelled).
+                                consumer_left = true;
+                                break 'read;
                             }
                         }
                     }
-                    if let Some(rest) = handoff.finish()? {
+                    if !consumer_left && let Some(rest) = handoff.finish()? {
                         let _ = tx.blocking_send(Ok(rest));
                     }
                     skipped.add(scan.units_skipped as usize);
