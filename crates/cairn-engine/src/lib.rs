@@ -46,6 +46,7 @@ pub mod json_file;
 pub mod json_rows;
 pub mod key_delete;
 pub mod memory_limit;
+mod partition_sharing;
 mod plan_map;
 pub mod prepared;
 mod query_shape;

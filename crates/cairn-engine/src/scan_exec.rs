@@ -7,6 +7,7 @@ use crate::access_path::{
     Access, DisplayRange, FetchSpread, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
 };
 use crate::batch_handoff::BatchHandoff;
+use crate::partition_sharing::read_partitions;
 use crate::scan_filter::runtime_row_filter;
 use crate::scan_outputs::ScanOutputs;
 use crate::table::storage_error;
@@ -58,6 +59,11 @@ const UNANALYZED_ROWS_PER_KEY: f64 = 10.0;
 /// [`reads_inline`]): BigFUN's S ranges (about 100 rows) do, its M ranges (about 10,000)
 /// keep a stream per partition, where two cores decoding beat one.
 const INLINE_SCAN_ROWS_MAX: u64 = 1_000;
+
+/// Fewest rows an inline index scan is estimated to fetch for helper threads to take some of
+/// its partitions (partition_sharing.rs): a fetch of a hundred rows costs 10–40 µs a row, a
+/// helper's start a few µs, and a lookup of a row or two is over before one would start.
+const SHARED_INLINE_ROWS_MIN: u64 = 16;
 
 /// Rows of the first chunk of an ordered index scan, and the most of any later one.
 const ORDERED_FIRST_CHUNK_ROWS: usize = 64;
@@ -386,10 +392,16 @@ impl DatasetScanExec {
     }
 
     /// Partition `partition`'s rows; a spawned reader groups small batches towards
-    /// `batch_rows` rows before handing them on (batch_handoff.rs).
-    fn partition_stream(&self, partition: usize, batch_rows: usize) -> SendableRecordBatchStream {
+    /// `batch_rows` rows before handing them on (batch_handoff.rs), and an inline read takes
+    /// up to `readers` threads (partition_sharing.rs).
+    fn partition_stream(
+        &self,
+        partition: usize,
+        batch_rows: usize,
+        readers: usize,
+    ) -> SendableRecordBatchStream {
         if reads_inline(&self.access) {
-            return self.inline_stream();
+            return self.inline_stream(readers);
         }
         if !self.runtime_filters.is_empty() {
             // Reading starts when the stream is first polled: a hash join polls its probe side
@@ -569,24 +581,42 @@ impl DatasetScanExec {
     /// The rows of a scan that [`reads_inline`], read by the thread that polls the stream,
     /// partition after partition. A short read is over in less time than handing it to a
     /// blocking thread and back takes on a busy machine: each hand-off is a wake-up that waits
-    /// for a core, and under a feed those waits were most of a short query's tail.
-    fn inline_stream(&self) -> SendableRecordBatchStream {
+    /// for a core, and under a feed those waits were most of a short query's tail. An index
+    /// scan expected to fetch [`SHARED_INLINE_ROWS_MIN`] rows or more lets up to `readers - 1`
+    /// helper threads take partitions too, without waiting for any that does not start.
+    fn inline_stream(&self, readers: usize) -> SendableRecordBatchStream {
         let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", 0);
         let dataset = self.dataset.clone();
         let access = self.access.clone();
         let projection = self.projection.clone();
         let narrowing = self.narrowing();
+        let helpers = match &access {
+            Access::Index(index) if index.estimated_rows >= SHARED_INLINE_ROWS_MIN => {
+                readers.saturating_sub(1)
+            }
+            _ => 0,
+        };
         let read = futures::stream::once(async move {
             let _timer = read_time.timer();
-            let mut batches = Vec::new();
-            for partition in 0..dataset.partitions.len() {
-                batches.extend(fetched_rows(
+            let (name, partitions) = (dataset.name().to_string(), dataset.partitions.len());
+            let read_partition = move |partition| {
+                fetched_rows(
                     &dataset,
                     partition,
                     &access,
                     projection.as_deref(),
                     &narrowing,
-                )?);
+                )
+            };
+            let reads = read_partitions(partitions, helpers, read_partition).await;
+            let mut batches = Vec::new();
+            for (partition, read) in reads.into_iter().enumerate() {
+                let Some(read) = read else {
+                    return internal_err!(
+                        "the read of partition {partition} of dataset {name} stopped (panicked)"
+                    );
+                };
+                batches.extend(read?);
             }
             Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
         })
@@ -1158,8 +1188,12 @@ impl ExecutionPlan for DatasetScanExec {
                 self.dataset.name()
             );
         }
-        let batch_rows = context.session_config().batch_size();
-        let mut stream = make_cooperative(self.partition_stream(partition, batch_rows));
+        let config = context.session_config();
+        let mut stream = make_cooperative(self.partition_stream(
+            partition,
+            config.batch_size(),
+            config.target_partitions(),
+        ));
         if let Some(outputs) = self.outputs.clone() {
             let shaped = stream.map(move |batch| outputs.shape(&batch?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));

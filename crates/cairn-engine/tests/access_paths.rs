@@ -161,8 +161,9 @@ async fn filters_tested_first_keep_each_rows_columns_across_row_groups() {
 }
 
 /// A key lookup and an index scan expected to read few rows are read inline: in one partition,
-/// by the thread running the query, with no repartitioning above them. An index scan expected
-/// to read more keeps a stream per partition. Both give the rows a full scan gives.
+/// by the thread running the query (with helper threads, however many readers the session
+/// allows), with no repartitioning above them. An index scan expected to read more keeps a
+/// stream per partition. All give the rows a full scan gives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_reads_run_inline_and_long_ones_per_partition() {
     let dir = tempfile::tempdir().unwrap();
@@ -180,6 +181,17 @@ async fn short_reads_run_inline_and_long_ones_per_partition() {
     assert_eq!(found[0].column(1).as_string::<i32>().value(0), "event 4242");
     assert!(ids(&db.sql("SELECT id FROM events WHERE id = -1").await.unwrap()).is_empty());
     let inline = ids(&db.sql(narrow).await.unwrap());
+    // With one reader the polling thread reads both partitions; with more, helper threads
+    // take partitions too (partition_sharing.rs). The rows are the same.
+    db.sql("SET datafusion.execution.target_partitions = 1")
+        .await
+        .unwrap();
+    assert_eq!(ids(&db.sql(narrow).await.unwrap()), inline);
+    db.sql("SET datafusion.execution.target_partitions = 4")
+        .await
+        .unwrap();
+    assert_eq!(ids(&db.sql(narrow).await.unwrap()), inline);
+    assert_eq!(inline.len(), 100);
 
     db.sql("SET cairn.access_path = 'index'").await.unwrap();
     let text = plan(&db, longer).await;
