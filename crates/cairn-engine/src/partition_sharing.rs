@@ -8,74 +8,88 @@
 //! friend lists and employments, spent about 4 ms fetching on one core while the other idled.
 //!
 //! Here every reader, the polling thread included, claims the next unread partition until none
-//! is left. The polling thread never waits for a helper that has not started: if no helper got
-//! a core, it reads every partition itself, as before. It waits only for partitions a helper
-//! claimed and is still reading, one partition's read at most per helper.
+//! is left. The polling thread never sleeps: a thread that blocks and is woken waits for a
+//! core, and under a feed those waits were most of a short query's tail (scan_exec.rs). Once
+//! nothing is left to claim it waits, spinning, for the partitions helpers are still reading,
+//! each for about as long as one of its own reads took; a helper not done by then has lost its
+//! core, and the polling thread reads that partition itself, keeping whichever copy is first.
+//! So a read is never slower than the polling thread reading everything, by more than that
+//! patience per partition a helper held up.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use tokio::sync::Notify;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Least time the polling thread waits for a helper's partition before reading it itself.
+const PATIENCE_MIN: Duration = Duration::from_micros(50);
+
+/// One partition's result, once some reader finished it.
+struct Slot<T> {
+    /// `None` until read, and for ever if its read panicked.
+    value: Mutex<Option<T>>,
+    /// A reader stored its result (or its read panicked).
+    done: AtomicBool,
+}
 
 /// The partitions of one read, shared by its readers.
 struct SharedRead<T, F> {
     read: F,
     /// The next partition no reader has claimed; at or past the end, none is left.
     next: AtomicUsize,
-    /// Each partition's result: `None` until it is read, and for ever if its read panicked.
-    slots: Vec<Mutex<Option<T>>>,
-    /// Partitions not yet read (or failed) by the reader that claimed them.
-    unfinished: AtomicUsize,
-    /// Set when the last partition is finished.
-    finished: Notify,
-    /// The consumer stopped waiting: readers claim no more partitions.
-    abandoned: AtomicBool,
+    slots: Vec<Slot<T>>,
 }
 
 impl<T, F: Fn(usize) -> T> SharedRead<T, F> {
     fn claim(&self) -> Option<usize> {
-        if self.abandoned.load(Ordering::Relaxed) {
-            return None;
-        }
         let partition = self.next.fetch_add(1, Ordering::Relaxed);
         (partition < self.slots.len()).then_some(partition)
     }
 
-    /// Reads partitions until none is left unclaimed.
-    fn take_partitions(&self) {
-        while let Some(partition) = self.claim() {
-            // A panicking read leaves its slot empty, which the caller reports as an error
-            // naming the partition, instead of leaving the polling thread waiting for it.
-            let result = catch_unwind(AssertUnwindSafe(|| (self.read)(partition))).ok();
-            *self.slots[partition]
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()) = result;
-            if self.unfinished.fetch_sub(1, Ordering::AcqRel) == 1 {
-                self.finished.notify_waiters();
-            }
+    /// Reads `partition` and keeps the result unless another reader's copy came first. A
+    /// panicking read leaves the slot empty, which the caller reports as an error naming the
+    /// partition.
+    fn read_into_slot(&self, partition: usize) {
+        let result = catch_unwind(AssertUnwindSafe(|| (self.read)(partition))).ok();
+        let slot = &self.slots[partition];
+        let mut value = slot
+            .value
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !slot.done.load(Ordering::Acquire) {
+            *value = result;
+            slot.done.store(true, Ordering::Release);
         }
     }
-}
 
-/// Stops the readers claiming partitions once the future reading them is dropped (the query
-/// was cancelled or its consumer went away).
-struct AbandonOnDrop<'a>(&'a AtomicBool);
+    /// Reads partitions until none is left unclaimed; returns how many, and in what time.
+    fn take_partitions(&self) -> (u32, Duration) {
+        let (mut read, started) = (0, Instant::now());
+        while let Some(partition) = self.claim() {
+            self.read_into_slot(partition);
+            read += 1;
+        }
+        (read, started.elapsed())
+    }
 
-impl Drop for AbandonOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
+    /// Whether `partition` was finished within `patience`, spinning (not sleeping) meanwhile.
+    fn finished_within(&self, partition: usize, patience: Duration) -> bool {
+        let done = || self.slots[partition].done.load(Ordering::Acquire);
+        let deadline = Instant::now() + patience;
+        while !done() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+        true
     }
 }
 
 /// `read(p)` for every partition `p` below `partitions`, in partition order, read by the
-/// polling thread and by up to `helpers` threads of tokio's blocking pool (none outside a
+/// calling thread and by up to `helpers` threads of tokio's blocking pool (none outside a
 /// tokio runtime). A partition whose read panicked is `None`.
-pub(crate) async fn read_partitions<T, F>(
-    partitions: usize,
-    helpers: usize,
-    read: F,
-) -> Vec<Option<T>>
+pub(crate) fn read_partitions<T, F>(partitions: usize, helpers: usize, read: F) -> Vec<Option<T>>
 where
     T: Send + 'static,
     F: Fn(usize) -> T + Send + Sync + 'static,
@@ -83,35 +97,41 @@ where
     let shared = Arc::new(SharedRead {
         read,
         next: AtomicUsize::new(0),
-        slots: (0..partitions).map(|_| Mutex::new(None)).collect(),
-        unfinished: AtomicUsize::new(partitions),
-        finished: Notify::new(),
-        abandoned: AtomicBool::new(false),
+        slots: (0..partitions)
+            .map(|_| Slot {
+                value: Mutex::new(None),
+                done: AtomicBool::new(false),
+            })
+            .collect(),
     });
-    let _abandon = AbandonOnDrop(&shared.abandoned);
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        // A helper started after the polling thread took the last partition finds none left
+        // A helper started after the calling thread took the last partition finds none left
         // and returns at once; nobody waits for it.
         for _ in 0..helpers.min(partitions.saturating_sub(1)) {
             let shared = shared.clone();
             drop(runtime.spawn_blocking(move || shared.take_partitions()));
         }
     }
-    shared.take_partitions();
-    loop {
-        // Created before the check, so a notification between the check and the wait is not
-        // lost (`notify_waiters` reaches every `Notified` already created).
-        let finished = shared.finished.notified();
-        if shared.unfinished.load(Ordering::Acquire) == 0 {
-            break;
+    let (read, took) = shared.take_partitions();
+    let patience = took
+        .checked_div(read.max(1))
+        .unwrap_or_default()
+        .max(PATIENCE_MIN);
+    for partition in 0..partitions {
+        if !shared.finished_within(partition, patience) {
+            shared.read_into_slot(partition);
         }
-        finished.await;
     }
     shared
         .slots
         .iter()
         .map(|slot| {
-            slot.lock()
+            debug_assert!(
+                slot.done.load(Ordering::Acquire),
+                "every partition finished"
+            );
+            slot.value
+                .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .take()
         })
@@ -126,19 +146,18 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_partition_is_read_once_and_returned_in_order() {
+    async fn every_partition_is_read_and_returned_in_order() {
         let reads = Arc::new(Mutex::new(Vec::new()));
         let seen = reads.clone();
         let results = read_partitions(9, 3, move |partition| {
             seen.lock().unwrap().push(partition);
             std::thread::sleep(Duration::from_millis(2));
             partition * 10
-        })
-        .await;
+        });
         assert_eq!(results, (0..9).map(|p| Some(p * 10)).collect::<Vec<_>>());
-        let mut reads = reads.lock().unwrap().clone();
-        reads.sort_unstable();
-        assert_eq!(reads, (0..9).collect::<Vec<_>>());
+        // A partition a helper held up past the calling thread's patience is read twice.
+        let read: HashSet<usize> = reads.lock().unwrap().iter().copied().collect();
+        assert_eq!(read, (0..9).collect::<HashSet<_>>());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,19 +168,39 @@ mod tests {
             seen.lock().unwrap().insert(std::thread::current().id());
             // Long enough for the helper to start before the polling thread is done.
             std::thread::sleep(Duration::from_millis(20));
-        })
-        .await;
+        });
         assert_eq!(threads.lock().unwrap().len(), 2, "two threads read");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_partition_a_helper_holds_up_is_read_by_the_calling_thread() {
+        let caller = std::thread::current().id();
+        let started = Instant::now();
+        let results = read_partitions(2, 1, move |partition| {
+            if std::thread::current().id() != caller {
+                // A helper that lost its core.
+                std::thread::sleep(Duration::from_millis(600));
+            } else {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            partition
+        });
+        assert_eq!(results, vec![Some(0), Some(1)]);
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "the calling thread waited {:?} for the helper",
+            started.elapsed()
+        );
     }
 
     #[test]
     fn outside_a_runtime_the_polling_thread_reads_everything() {
         let threads = Arc::new(Mutex::new(HashSet::<ThreadId>::new()));
         let seen = threads.clone();
-        let results = futures::executor::block_on(read_partitions(4, 3, move |p| {
+        let results = read_partitions(4, 3, move |p| {
             seen.lock().unwrap().insert(std::thread::current().id());
             p
-        }));
+        });
         assert_eq!(results, vec![Some(0), Some(1), Some(2), Some(3)]);
         assert_eq!(
             *threads.lock().unwrap(),
@@ -176,8 +215,7 @@ mod tests {
                 panic!("read of partition 2 failed");
             }
             partition
-        })
-        .await;
+        });
         assert_eq!(results, vec![Some(0), Some(1), None, Some(3), Some(4)]);
     }
 }

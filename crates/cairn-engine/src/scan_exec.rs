@@ -583,7 +583,7 @@ impl DatasetScanExec {
     /// blocking thread and back takes on a busy machine: each hand-off is a wake-up that waits
     /// for a core, and under a feed those waits were most of a short query's tail. An index
     /// scan expected to fetch [`SHARED_INLINE_ROWS_MIN`] rows or more lets up to `readers - 1`
-    /// helper threads take partitions too, without waiting for any that does not start.
+    /// helper threads take partitions too; the polling thread still never sleeps.
     fn inline_stream(&self, readers: usize) -> SendableRecordBatchStream {
         let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", 0);
         let dataset = self.dataset.clone();
@@ -608,7 +608,7 @@ impl DatasetScanExec {
                     &narrowing,
                 )
             };
-            let reads = read_partitions(partitions, helpers, read_partition).await;
+            let reads = read_partitions(partitions, helpers, read_partition);
             let mut batches = Vec::new();
             for (partition, read) in reads.into_iter().enumerate() {
                 let Some(read) = read else {
