@@ -75,6 +75,9 @@ impl<T, F: Fn(usize) -> T> SharedRead<T, F> {
     /// Whether `partition` was finished within `patience`, spinning (not sleeping) meanwhile.
     fn finished_within(&self, partition: usize, patience: Duration) -> bool {
         let done = || self.slots[partition].done.load(Ordering::Acquire);
+        if done() {
+            return true;
+        }
         let deadline = Instant::now() + patience;
         while !done() {
             if Instant::now() >= deadline {
@@ -94,6 +97,17 @@ where
     T: Send + 'static,
     F: Fn(usize) -> T + Send + Sync + 'static,
 {
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    let helpers = match runtime {
+        Some(_) => helpers.min(partitions.saturating_sub(1)),
+        None => 0,
+    };
+    if helpers == 0 {
+        // Nothing to share: a key lookup's or a few rows' read pays for no slots or clocks.
+        return (0..partitions)
+            .map(|partition| catch_unwind(AssertUnwindSafe(|| read(partition))).ok())
+            .collect();
+    }
     let shared = Arc::new(SharedRead {
         read,
         next: AtomicUsize::new(0),
@@ -104,17 +118,17 @@ where
             })
             .collect(),
     });
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+    if let Some(runtime) = runtime {
         // A helper started after the calling thread took the last partition finds none left
         // and returns at once; nobody waits for it.
-        for _ in 0..helpers.min(partitions.saturating_sub(1)) {
+        for _ in 0..helpers {
             let shared = shared.clone();
             drop(runtime.spawn_blocking(move || shared.take_partitions()));
         }
     }
-    let (read, took) = shared.take_partitions();
+    let (own_reads, took) = shared.take_partitions();
     let patience = took
-        .checked_div(read.max(1))
+        .checked_div(own_reads.max(1))
         .unwrap_or_default()
         .max(PATIENCE_MIN);
     for partition in 0..partitions {

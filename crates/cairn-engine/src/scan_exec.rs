@@ -598,7 +598,7 @@ impl DatasetScanExec {
         };
         let read = futures::stream::once(async move {
             let _timer = read_time.timer();
-            let (name, partitions) = (dataset.name().to_string(), dataset.partitions.len());
+            let (named, partitions) = (dataset.clone(), dataset.partitions.len());
             let read_partition = move |partition| {
                 fetched_rows(
                     &dataset,
@@ -613,7 +613,8 @@ impl DatasetScanExec {
             for (partition, read) in reads.into_iter().enumerate() {
                 let Some(read) = read else {
                     return internal_err!(
-                        "the read of partition {partition} of dataset {name} stopped (panicked)"
+                        "the read of partition {partition} of dataset {} stopped (panicked)",
+                        named.name()
                     );
                 };
                 batches.extend(read?);
