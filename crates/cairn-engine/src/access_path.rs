@@ -285,6 +285,10 @@ pub enum Access {
         /// another index's order instead still passes over the rows it does not name
         /// (index_top_k.rs).
         text: Option<TextAccess>,
+        /// The stored rows inside the bounds the request's ranges put on the primary key, when
+        /// they bound it (`Dataset::key_range_rows`): few enough, and the scan is read inline
+        /// like a short index scan (scan_exec.rs).
+        key_range_rows: Option<u64>,
     },
     /// The one record with this primary key, if any.
     Key(cairn_model::Key),
@@ -326,8 +330,9 @@ impl Access {
         }
     }
 
-    /// The rows an index access expects to read (`None` for scans, key lookups and ordered
-    /// scans, whose rows the dataset's statistics describe).
+    /// The rows an index access, or a scan of a range of keys, expects to read (`None` for
+    /// other scans, key lookups and ordered scans, whose rows the dataset's statistics
+    /// describe).
     pub fn estimated_rows(&self) -> Option<u64> {
         match self {
             Access::Index(index) => Some(index.estimated_rows),
@@ -336,7 +341,8 @@ impl Access {
             Access::Lookup(lookup) => {
                 Some((lookup.values.len() as f64 * lookup.rows_per_key).ceil() as u64)
             }
-            Access::Full { .. } | Access::Key(_) | Access::Ordered { .. } => None,
+            Access::Full { key_range_rows, .. } => *key_range_rows,
+            Access::Key(_) | Access::Ordered { .. } => None,
         }
     }
 
@@ -502,6 +508,7 @@ pub fn choose(
         })
         .min_by_key(|text| text.estimated_rows)
         .cloned();
+    let key_range_rows = dataset.key_range_rows(&pruning)?;
     let full = |rejected: Option<String>| Access::Full {
         request: ScanRequest {
             projection: None,
@@ -511,6 +518,7 @@ pub fn choose(
         rejected,
         row_share,
         text: text.clone(),
+        key_range_rows,
     };
     // Of equally cheap indexes, the first created wins.
     let Some(index) = candidates

@@ -52,6 +52,7 @@ pub mod prepared;
 mod query_shape;
 mod row_estimate;
 pub mod runtime_filter_reach;
+mod scan_counters;
 pub mod scan_exec;
 pub mod scan_filter;
 mod scan_outputs;

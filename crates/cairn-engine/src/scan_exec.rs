@@ -1,13 +1,16 @@
 //! The physical scan of a dataset: one DataFusion partition per storage partition (or a single
-//! one, read inline, for a key lookup or a short index scan), reporting the storage's row
-//! counts, column bounds and null counts as DataFusion statistics so joins and filters are
-//! planned from real figures.
+//! one, read inline, for a key lookup, a short index scan or a short key range), reporting
+//! the storage's row counts, column bounds and null counts as DataFusion statistics so joins
+//! and filters are planned from real figures.
 
 use crate::access_path::{
-    Access, DisplayRange, FetchSpread, Lookup, LookupBy, NearestRows, SpatialAccess, TextAccess,
+    Access, DisplayRange, FetchSpread, IndexAccess, Lookup, LookupBy, NearestRows, SpatialAccess,
+    TextAccess,
 };
+use crate::applied_filter::AppliedFilterEstimates;
 use crate::batch_handoff::BatchHandoff;
 use crate::partition_sharing::read_partitions;
+use crate::scan_counters::ScanCounters;
 use crate::scan_filter::runtime_row_filter;
 use crate::scan_outputs::ScanOutputs;
 use crate::table::storage_error;
@@ -40,7 +43,6 @@ use datafusion::physical_plan::metrics::{
     BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::statistics::StatisticsContext;
 use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchStreamAdapter};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
@@ -90,6 +92,9 @@ pub struct DatasetScanExec {
     /// Statistics of the whole scan, then of each output partition, for the projected columns.
     statistics: Arc<Statistics>,
     partition_statistics: Vec<Arc<Statistics>>,
+    /// The estimates of a filter that stood above the scan and was removed because the scan
+    /// applies it (applied_filter.rs); reported instead of `statistics` when present.
+    applied_filter: Option<Arc<AppliedFilterEstimates>>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -137,19 +142,47 @@ impl DatasetScanExec {
                 let total = statistics(&PartitionSummary::merge_all(&dataset, &summaries));
                 let parts = summaries.iter().map(statistics).collect::<Vec<_>>();
                 let estimated_rows = access.estimated_rows().map(|rows| rows as usize);
-                // An index scan's rows lie in its range: filters above it on the same field
-                // then keep most of them rather than the range's share of the whole dataset.
+                // An index scan's rows lie in its range, a key range's in the ranges on the
+                // key: filters above it on the same field then keep most of them rather than
+                // the range's share of the whole dataset.
+                let record = &dataset.shape.dataset_type.record;
+                let range_bounds = |field: &str, ranges: &mut dyn Iterator<Item = _>| {
+                    let column = schema.index_of(field).ok()?;
+                    let data_type = &record.fields[record.field_index(field)?].data_type;
+                    let bound = |v: &Option<cairn_model::Value>| {
+                        v.as_ref()
+                            .and_then(|v| scalar(data_type, v))
+                            .map_or(Precision::Absent, Precision::Inexact)
+                    };
+                    let bounds: Vec<_> = ranges
+                        .map(|(lower, upper)| (bound(lower), bound(upper)))
+                        .collect();
+                    Some((column, bounds))
+                };
                 let range_bounds = match &access {
-                    Access::Index(index) => schema.index_of(&index.field).ok().and_then(|c| {
-                        let record = &dataset.shape.dataset_type.record;
-                        let data_type = &record.fields[record.field_index(&index.field)?].data_type;
-                        let bound = |v: &Option<cairn_model::Value>| {
-                            v.as_ref()
-                                .and_then(|v| scalar(data_type, v))
-                                .map_or(Precision::Absent, Precision::Inexact)
-                        };
-                        Some((c, bound(&index.range.lower), bound(&index.range.upper)))
-                    }),
+                    Access::Index(index) => range_bounds(
+                        &index.field,
+                        &mut std::iter::once((&index.range.lower, &index.range.upper)),
+                    ),
+                    Access::Full {
+                        key_range_rows: Some(_),
+                        request,
+                        ..
+                    } => dataset
+                        .shape
+                        .dataset_type
+                        .primary_key
+                        .first()
+                        .and_then(|key| {
+                            range_bounds(
+                                key,
+                                &mut request
+                                    .ranges
+                                    .iter()
+                                    .filter(|range| &range.column == key)
+                                    .map(|range| (&range.lower, &range.upper)),
+                            )
+                        }),
                     _ => None,
                 };
                 match estimated_rows {
@@ -158,9 +191,11 @@ impl DatasetScanExec {
                         let estimate = |s: &Arc<Statistics>, rows: usize| {
                             let mut statistics =
                                 s.as_ref().clone().with_num_rows(Precision::Inexact(rows));
-                            if let Some((column, lower, upper)) = &range_bounds {
+                            if let Some((column, bounds)) = &range_bounds {
                                 let column = &mut statistics.column_statistics[*column];
-                                narrow_to_range(column, lower, upper);
+                                for (lower, upper) in bounds {
+                                    narrow_to_range(column, lower, upper);
+                                }
                             }
                             Arc::new(statistics)
                         };
@@ -205,6 +240,7 @@ impl DatasetScanExec {
             runtime_filters: Vec::new(),
             statistics,
             partition_statistics,
+            applied_filter: None,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         })
@@ -214,13 +250,15 @@ impl DatasetScanExec {
     fn with_outputs(&self, outputs: ScanOutputs) -> DatasetScanExec {
         let shaped = |s: &Statistics| Arc::new(outputs.statistics(s));
         let partitions = self.partition_statistics.len();
+        // An applied filter's estimates are of the columns read; reshaped, they are the
+        // scan's own. Estimates that cannot be made leave the summaries.
+        let (statistics, partition_statistics) = self
+            .estimates()
+            .unwrap_or_else(|_| (self.statistics.clone(), self.partition_statistics.clone()));
         DatasetScanExec {
-            statistics: shaped(&self.statistics),
-            partition_statistics: self
-                .partition_statistics
-                .iter()
-                .map(|s| shaped(s))
-                .collect(),
+            statistics: shaped(&statistics),
+            partition_statistics: partition_statistics.iter().map(|s| shaped(s)).collect(),
+            applied_filter: None,
             properties: Arc::new(plan_properties(&self.access, outputs.schema(), partitions)),
             outputs: Some(outputs),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -418,21 +456,22 @@ impl DatasetScanExec {
         self.spawned_stream(partition, batch_rows)
     }
 
-    /// This scan with the statistics of `filter` (the whole filter's, then each partition's),
-    /// a filter right above it whose condition the scan applies itself: the plan without the
-    /// filter keeps its estimates.
-    pub(crate) fn with_statistics_of(&self, filter: &dyn ExecutionPlan) -> Result<DatasetScanExec> {
-        let context = StatisticsContext::new();
-        let of =
-            |partition| context.compute(filter, &StatisticsArgs::new().with_partition(partition));
-        let partition_statistics = (0..self.partition_statistics.len())
-            .map(|partition| of(Some(partition)))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(DatasetScanExec {
-            statistics: of(None)?,
-            partition_statistics,
+    /// This scan reporting the estimates of `filter`, a filter right above it whose condition
+    /// the scan applies itself: the plan without the filter keeps its estimates. They are
+    /// made when first asked for (see [`AppliedFilterEstimates`]).
+    pub(crate) fn with_estimates_of(&self, filter: AppliedFilterEstimates) -> DatasetScanExec {
+        DatasetScanExec {
+            applied_filter: Some(Arc::new(filter)),
             ..self.reading_copy()
-        })
+        }
+    }
+
+    /// The statistics the scan reports: of the whole scan, then of each output partition.
+    fn estimates(&self) -> Result<(Arc<Statistics>, Vec<Arc<Statistics>>)> {
+        match &self.applied_filter {
+            Some(filter) => filter.estimates(self.partition_statistics.len()),
+            None => Ok((self.statistics.clone(), self.partition_statistics.clone())),
+        }
     }
 
     /// A copy of this scan that reads for it: same filters, same metrics.
@@ -446,6 +485,7 @@ impl DatasetScanExec {
             runtime_filters: self.runtime_filters.clone(),
             statistics: self.statistics.clone(),
             partition_statistics: self.partition_statistics.clone(),
+            applied_filter: self.applied_filter.clone(),
             properties: self.properties.clone(),
             metrics: self.metrics.clone(),
         }
@@ -454,8 +494,6 @@ impl DatasetScanExec {
     /// Partition `partition`'s rows, read on a blocking thread started now.
     fn spawned_stream(&self, partition: usize, batch_rows: usize) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStream::builder(self.read_schema(), 2);
-        let counter =
-            |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         // Time spent reading from storage, not waiting for the consumer: what EXPLAIN
         // ANALYZE cannot otherwise tell of a scan, whose work runs on a blocking thread.
         let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", partition);
@@ -518,34 +556,16 @@ impl DatasetScanExec {
                 }
                 Ok(())
             }),
-            Access::Full { request, .. } => {
-                let (pruned, skipped, found_empty, read_late, tested_stored) = (
-                    counter("row_groups_pruned"),
-                    counter("units_skipped"),
-                    counter("units_found_empty"),
-                    counter("rows_read_late"),
-                    counter("rows_tested_stored"),
-                );
-                let (tested_at_runtime, dropped_at_runtime) = (
-                    counter("rows_tested_at_runtime"),
-                    counter("rows_dropped_at_runtime"),
-                );
-                let runtime_filter = runtime_row_filter(&self.runtime_filters, &self.schema());
-                let counted_unread = counter("text_values_counted_unread");
-                let read_eagerly = counter("rows_read_eagerly");
+            Access::Full { .. } => {
+                let counters = ScanCounters::new(&self.metrics, partition);
+                let request = self.full_scan_request();
                 builder.spawn_blocking(move || {
-                    let request = ScanRequest {
-                        projection,
-                        runtime_filter,
-                        narrowing,
-                        ..request
-                    };
                     let timer = read_time.timer();
                     let mut scan = dataset
                         .scan_partition(partition, &request)
                         .map_err(storage_error)?;
                     timer.done();
-                    pruned.add(scan.row_groups_pruned);
+                    counters.pruned.add(scan.row_groups_pruned);
                     let mut handoff = BatchHandoff::new(batch_rows);
                     let mut consumer_left = false;
                     'read: while let Some(batch) = {
@@ -563,14 +583,7 @@ impl DatasetScanExec {
                     if !consumer_left && let Some(rest) = handoff.finish()? {
                         let _ = tx.blocking_send(Ok(rest));
                     }
-                    skipped.add(scan.units_skipped as usize);
-                    found_empty.add(scan.units_found_empty as usize);
-                    read_late.add(scan.rows_read_late as usize);
-                    tested_stored.add(scan.rows_tested_stored as usize);
-                    tested_at_runtime.add(scan.rows_tested_at_runtime as usize);
-                    dropped_at_runtime.add(scan.rows_dropped_at_runtime as usize);
-                    counted_unread.add(scan.values_counted_unread as usize);
-                    read_eagerly.add(scan.rows_read_eagerly as usize);
+                    counters.add_read(&scan);
                     Ok(())
                 })
             }
@@ -591,22 +604,36 @@ impl DatasetScanExec {
         let projection = self.projection.clone();
         let narrowing = self.narrowing();
         let helpers = match &access {
-            Access::Index(index) if index.estimated_rows >= SHARED_INLINE_ROWS_MIN => {
-                readers.saturating_sub(1)
-            }
+            Access::Index(IndexAccess {
+                estimated_rows: rows,
+                ..
+            })
+            | Access::Full {
+                key_range_rows: Some(rows),
+                ..
+            } if *rows >= SHARED_INLINE_ROWS_MIN => readers.saturating_sub(1),
             _ => 0,
         };
+        // A key range's partitions are scanned, counting what they pruned and skipped as a
+        // scan streamed by partition does (all under partition 0: there is one stream).
+        let scan = matches!(access, Access::Full { .. }).then(|| {
+            (
+                self.full_scan_request(),
+                ScanCounters::new(&self.metrics, 0),
+            )
+        });
         let read = futures::stream::once(async move {
             let _timer = read_time.timer();
             let (named, partitions) = (dataset.clone(), dataset.partitions.len());
-            let read_partition = move |partition| {
-                fetched_rows(
+            let read_partition = move |partition| match &scan {
+                Some((request, counters)) => scanned_rows(&dataset, partition, request, counters),
+                None => fetched_rows(
                     &dataset,
                     partition,
                     &access,
                     projection.as_deref(),
                     &narrowing,
-                )
+                ),
             };
             let reads = read_partitions(partitions, helpers, read_partition);
             let mut batches = Vec::new();
@@ -655,6 +682,20 @@ impl DatasetScanExec {
         scan.runtime_filters.clear();
         scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
         Some(scan)
+    }
+
+    /// The storage request of a full scan: its ranges and filter, with the columns, runtime
+    /// filter and narrowing of this plan node. Default for other accesses.
+    fn full_scan_request(&self) -> ScanRequest {
+        let Access::Full { request, .. } = &self.access else {
+            return ScanRequest::default();
+        };
+        ScanRequest {
+            projection: self.projection.clone(),
+            runtime_filter: runtime_row_filter(&self.runtime_filters, &self.schema()),
+            narrowing: self.narrowing(),
+            ..request.clone()
+        }
     }
 
     /// What storage may leave out of the columns read (see [`ScanOutputs`]).
@@ -707,11 +748,16 @@ fn plan_properties(access: &Access, schema: SchemaRef, partitions: usize) -> Pla
 }
 
 /// Whether a scan reads its rows on the polling thread in one stream instead of a blocking
-/// thread per partition: a key lookup, or an index scan expected to read few rows.
+/// thread per partition: a key lookup, an index scan expected to read few rows, or a scan of
+/// a range of keys holding few.
 fn reads_inline(access: &Access) -> bool {
     match access {
         Access::Key(_) => true,
         Access::Index(index) => index.estimated_rows <= INLINE_SCAN_ROWS_MAX,
+        Access::Full {
+            key_range_rows: Some(rows),
+            ..
+        } => *rows <= INLINE_SCAN_ROWS_MAX,
         _ => false,
     }
 }
@@ -730,6 +776,26 @@ fn key_batch(dataset: &Dataset, key: &Key, projection: Option<&[usize]>) -> Resu
         Some(columns) => batch.project(columns)?,
         None => batch,
     })
+}
+
+/// Every row of partition `partition` that `request` reads, scanned at once, its work added
+/// to `counters`.
+fn scanned_rows(
+    dataset: &Dataset,
+    partition: usize,
+    request: &ScanRequest,
+    counters: &ScanCounters,
+) -> Result<Vec<RecordBatch>> {
+    let mut scan = dataset
+        .scan_partition(partition, request)
+        .map_err(storage_error)?;
+    counters.pruned.add(scan.row_groups_pruned);
+    let batches = scan
+        .by_ref()
+        .collect::<cairn_storage::Result<Vec<_>>>()
+        .map_err(storage_error)?;
+    counters.add_read(&scan);
+    Ok(batches)
 }
 
 /// The rows of partition `partition` that a key, index, rtree, text index or lookup access
@@ -949,11 +1015,16 @@ impl DisplayAs for DatasetScanExec {
                 rejected,
                 row_share,
                 text: _,
+                key_range_rows,
             } => {
-                let partitions = self.partition_statistics.len();
+                let partitions = self.dataset.partitions.len();
                 write!(f, ", access=full scan of {partitions} partitions")?;
-                if let Precision::Inexact(rows) | Precision::Exact(rows) = self.statistics.num_rows
-                {
+                if reads_inline(&self.access) {
+                    let rows = key_range_rows.unwrap_or_default();
+                    write!(f, " read inline ({rows} rows in the key range)")?;
+                }
+                let statistics = self.estimates().map_or(self.statistics.clone(), |e| e.0);
+                if let Precision::Inexact(rows) | Precision::Exact(rows) = statistics.num_rows {
                     write!(f, " (estimated {rows} rows)")?;
                 }
                 if !request.ranges.is_empty() {
@@ -1223,9 +1294,10 @@ impl ExecutionPlan for DatasetScanExec {
         _input_stats: &[Arc<Statistics>],
         args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
+        let (total, partition_statistics) = self.estimates()?;
         let statistics = match args.partition() {
-            None => self.statistics.clone(),
-            Some(partition) => match self.partition_statistics.get(partition) {
+            None => total,
+            Some(partition) => match partition_statistics.get(partition) {
                 Some(statistics) => statistics.clone(),
                 None => {
                     return internal_err!(

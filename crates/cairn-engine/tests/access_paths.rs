@@ -206,6 +206,72 @@ async fn short_reads_run_inline_and_long_ones_per_partition() {
     assert_eq!(per_partition.len(), 2000);
 }
 
+/// A range of primary keys holding few rows is read inline too, by the polling thread with
+/// helpers taking partitions, deleted rows left out and rows replaced in memory read in their
+/// new version; a longer one keeps a stream per partition. Both give the rows the model holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_key_ranges_run_inline_and_long_ones_per_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    db.sql("DELETE FROM events WHERE id >= 1000 AND id < 1100 AND id % 10 = 0")
+        .await
+        .unwrap();
+    db.sql("UPSERT INTO events VALUES (1001, 1, 'new 1001')")
+        .await
+        .unwrap();
+    let short = "SELECT id, body FROM events WHERE id >= 1000 AND id < 1100";
+    let longer = "SELECT id FROM events WHERE id >= 1000 AND id < 3000";
+    let text = plan(&db, short).await;
+    assert!(
+        text.contains("access=full scan of 2 partitions read inline"),
+        "{text}"
+    );
+    assert!(!text.contains("RepartitionExec"), "{text}");
+    let text = plan(&db, longer).await;
+    assert!(text.contains("access=full scan of 2 partitions"), "{text}");
+    assert!(!text.contains("read inline"), "{text}");
+
+    let wanted: Vec<i64> = (1000..1100).filter(|id| id % 10 != 0).collect();
+    for readers in [1, 4] {
+        db.sql(&format!(
+            "SET datafusion.execution.target_partitions = {readers}"
+        ))
+        .await
+        .unwrap();
+        let found = db.sql(short).await.unwrap();
+        assert_eq!(ids(&found), wanted, "{readers} readers");
+        let bodies: Vec<(i64, String)> = found
+            .iter()
+            .flat_map(|batch| {
+                let ids = batch.column(0).as_primitive::<Int64Type>();
+                let bodies =
+                    arrow::compute::cast(batch.column(1), &arrow::datatypes::DataType::Utf8)
+                        .unwrap();
+                (0..batch.num_rows())
+                    .map(|row| {
+                        (
+                            ids.value(row),
+                            bodies.as_string::<i32>().value(row).to_string(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (id, body) in bodies {
+            let expected = match id {
+                1001 => "new 1001".to_string(),
+                _ => format!("event {id}"),
+            };
+            assert_eq!(body, expected, "{readers} readers");
+        }
+        let longer_ids = ids(&db.sql(longer).await.unwrap());
+        let longer_wanted: Vec<i64> = (1000..3000)
+            .filter(|id| !(1000..1100).contains(id) || id % 10 != 0)
+            .collect();
+        assert_eq!(longer_ids, longer_wanted, "{readers} readers");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_on_a_nested_field_serves_filters_on_that_field() {
     let dir = tempfile::tempdir().unwrap();

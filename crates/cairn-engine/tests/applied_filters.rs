@@ -10,7 +10,10 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use cairn_engine::Database;
 use common::insert_and_flush;
-use datafusion::physical_plan::displayable;
+use datafusion::common::stats::Precision;
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::{ExecutionPlan, displayable};
+use std::sync::Arc;
 use tempfile::TempDir;
 
 const ROWS: i64 = 3_000;
@@ -120,6 +123,45 @@ async fn a_full_scan_that_applies_the_whole_filter_has_no_filter_above_it() {
         .collect();
     assert!(!wanted.is_empty());
     assert_eq!(answer, wanted);
+}
+
+/// The rows `plan` is estimated to yield, from all of it (`None`) or from one partition.
+fn estimated_rows(plan: &Arc<dyn ExecutionPlan>, partition: Option<usize>) -> usize {
+    let args = StatisticsArgs::new().with_partition(partition);
+    let statistics = StatisticsContext::new()
+        .compute(plan.as_ref(), &args)
+        .unwrap();
+    match statistics.num_rows {
+        Precision::Exact(rows) | Precision::Inexact(rows) => rows,
+        Precision::Absent => panic!("no row estimate: {statistics:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_without_its_filter_above_keeps_the_filters_estimates() {
+    let (_dir, db, _model) = fixture().await;
+    db.sql("SET cairn.access_path = 'full_scan'").await.unwrap();
+    let (_, unfiltered) = common::run_plan(&db, "SELECT id, v, note FROM items").await;
+    // v runs from 0 to 1049, so v >= 1045 is estimated to keep well under a tenth of the rows.
+    let (_, filtered) =
+        common::run_plan(&db, "SELECT id, v, note FROM items WHERE v >= 1045").await;
+    let shown = displayable(filtered.as_ref()).indent(false).to_string();
+    assert!(!shown.contains("FilterExec"), "{shown}");
+    let (all, kept) = (
+        estimated_rows(&unfiltered, None),
+        estimated_rows(&filtered, None),
+    );
+    assert!(all > 0 && kept * 10 < all, "{kept} of {all} rows: {shown}");
+    let partitions = filtered.properties().partitioning.partition_count();
+    assert_eq!(partitions, 2, "{shown}");
+    for partition in 0..partitions {
+        let in_partition = estimated_rows(&filtered, Some(partition));
+        let of_all = estimated_rows(&unfiltered, Some(partition));
+        assert!(
+            in_partition * 10 < of_all,
+            "partition {partition}: {in_partition} of {of_all}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
