@@ -508,39 +508,41 @@ pub fn choose(
         })
         .min_by_key(|text| text.estimated_rows)
         .cloned();
-    let key_range_rows = dataset.key_range_rows(&pruning)?;
-    let full = |rejected: Option<String>| Access::Full {
-        request: ScanRequest {
-            projection: None,
-            ranges: pruning.clone(),
-            ..ScanRequest::default()
-        },
-        rejected,
-        row_share,
-        text: text.clone(),
-        key_range_rows,
+    // Counted only once the scan is chosen: an index scan never reads the key range.
+    let full = |rejected: Option<String>| {
+        Ok(Access::Full {
+            key_range_rows: dataset.key_range_rows(&pruning)?,
+            request: ScanRequest {
+                projection: None,
+                ranges: pruning.clone(),
+                ..ScanRequest::default()
+            },
+            rejected,
+            row_share,
+            text: text.clone(),
+        })
     };
     // Of equally cheap indexes, the first created wins.
     let Some(index) = candidates
         .into_iter()
         .min_by(|a, b| a.cost(spread).total_cmp(&b.cost(spread)))
     else {
-        return Ok(full(None));
+        return full(None);
     };
     let name = index.index_name().unwrap_or_default().to_string();
     let estimated_rows = index.estimated_rows().unwrap_or_default();
     let index_cost = index.cost(spread);
     let scan_cost = live_rows as f64 * SCAN_ROW_COST * row_share;
-    Ok(match forced {
-        AccessOverride::Index => index,
+    match forced {
+        AccessOverride::Index => Ok(index),
         AccessOverride::FullScan | AccessOverride::OrderedIndex => full(Some(format!(
             "index {name} forced off by cairn.access_path"
         ))),
-        AccessOverride::Auto if index_cost < scan_cost => index,
+        AccessOverride::Auto if index_cost < scan_cost => Ok(index),
         AccessOverride::Auto => full(Some(format!(
             "index {name} would read about {estimated_rows} of {live_rows} rows; scanning is cheaper"
         ))),
-    })
+    }
 }
 
 /// Whether `filter` asks for a word in a field that a keyword index of `definitions` covers,

@@ -146,7 +146,7 @@ impl DatasetScanExec {
                 // key: filters above it on the same field then keep most of them rather than
                 // the range's share of the whole dataset.
                 let record = &dataset.shape.dataset_type.record;
-                let range_bounds = |field: &str, ranges: &mut dyn Iterator<Item = _>| {
+                let bounded = |field: &str, ranges: Vec<(&Option<cairn_model::Value>, _)>| {
                     let column = schema.index_of(field).ok()?;
                     let data_type = &record.fields[record.field_index(field)?].data_type;
                     let bound = |v: &Option<cairn_model::Value>| {
@@ -155,34 +155,26 @@ impl DatasetScanExec {
                             .map_or(Precision::Absent, Precision::Inexact)
                     };
                     let bounds: Vec<_> = ranges
+                        .into_iter()
                         .map(|(lower, upper)| (bound(lower), bound(upper)))
                         .collect();
                     Some((column, bounds))
                 };
                 let range_bounds = match &access {
-                    Access::Index(index) => range_bounds(
-                        &index.field,
-                        &mut std::iter::once((&index.range.lower, &index.range.upper)),
-                    ),
+                    Access::Index(index) => {
+                        bounded(&index.field, vec![(&index.range.lower, &index.range.upper)])
+                    }
                     Access::Full {
                         key_range_rows: Some(_),
                         request,
                         ..
-                    } => dataset
-                        .shape
-                        .dataset_type
-                        .primary_key
-                        .first()
-                        .and_then(|key| {
-                            range_bounds(
-                                key,
-                                &mut request
-                                    .ranges
-                                    .iter()
-                                    .filter(|range| &range.column == key)
-                                    .map(|range| (&range.lower, &range.upper)),
-                            )
-                        }),
+                    } => {
+                        let key = dataset.shape.dataset_type.primary_key.first();
+                        key.and_then(|key| {
+                            let on_key = request.ranges.iter().filter(|r| &r.column == key);
+                            bounded(key, on_key.map(|r| (&r.lower, &r.upper)).collect())
+                        })
+                    }
                     _ => None,
                 };
                 match estimated_rows {

@@ -607,6 +607,32 @@ impl DiskComponent {
         Ok(start as u64..end.max(start) as u64)
     }
 
+    /// How many rows have a leading key column in `lower..=upper` (`None` = open), for a
+    /// component keyed by that one column: whole row groups inside the range by their key
+    /// fences, and only the (at most two) it cuts by the binary search of [`Self::leading_key_span`].
+    pub(crate) fn rows_in_key_range(
+        &self,
+        lower: Option<&KeyValue>,
+        upper: Option<&KeyValue>,
+    ) -> Result<u64> {
+        let mut rows = 0;
+        for (row_group, fence) in self.fences.iter().enumerate() {
+            let (Some(min), Some(max)) = (fence.min_key.0.first(), fence.max_key.0.first()) else {
+                continue;
+            };
+            if lower.is_some_and(|lower| max < lower) || upper.is_some_and(|upper| min > upper) {
+                continue;
+            }
+            if lower.is_none_or(|lower| min >= lower) && upper.is_none_or(|upper| max <= upper) {
+                rows += fence.rows;
+            } else {
+                let span = self.leading_key_span(row_group, lower, upper)?;
+                rows += span.end - span.start;
+            }
+        }
+        Ok(rows)
+    }
+
     /// Row groups whose key range intersects [lo, hi] (inclusive bounds, `None` = open).
     pub fn row_groups_in_range(&self, lo: Option<&Key>, hi: Option<&Key>) -> Vec<usize> {
         (0..self.fences.len())

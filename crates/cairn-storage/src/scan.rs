@@ -12,7 +12,7 @@ use crate::partition::ComponentRef;
 use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use cairn_model::arrow_mapping::value_at;
-use cairn_model::{DataType, Key, KeyValue, Value};
+use cairn_model::{DataType, KeyValue, Value};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
@@ -296,9 +296,9 @@ impl Dataset {
 
     /// How many stored rows lie within the bounds `ranges` put on the leading key column, in
     /// memory and in every component, deleted and replaced rows included: an upper bound on
-    /// the rows a scan with these ranges reads, found by the same binary search of the key
-    /// column the scan makes. `None` when the ranges do not bound the leading key, or the key
-    /// has more than one column (its row groups' key fences then order by the whole key).
+    /// the rows a scan with these ranges reads (see [`DiskComponent::rows_in_key_range`]).
+    /// `None` when the ranges do not bound the leading key, or the key has more than one
+    /// column (its row groups' key fences then order by the whole key).
     pub fn key_range_rows(&self, ranges: &[ColumnRange]) -> Result<Option<u64>> {
         if self.shape.key_column_indices.len() != 1 {
             return Ok(None);
@@ -306,25 +306,17 @@ impl Dataset {
         let Some(bounds) = self.leading_key_bounds(&self.range_columns(ranges)?) else {
             return Ok(None);
         };
-        let fence = |bound: &Option<KeyValue>| bound.clone().map(|value| Key(vec![value]));
-        let (lower, upper) = (fence(&bounds.lower), fence(&bounds.upper));
         let mut rows = 0u64;
         for partition in &self.partitions {
             let view = partition.view();
             rows += view.memory.len() as u64;
             for (component, _) in &view.slots {
-                let ComponentRef::Disk(disk) = component else {
-                    rows += component.rows();
-                    continue;
+                rows += match component {
+                    ComponentRef::Disk(disk) => {
+                        disk.rows_in_key_range(bounds.lower.as_ref(), bounds.upper.as_ref())?
+                    }
+                    ComponentRef::Frozen(_) => component.rows(),
                 };
-                for row_group in disk.row_groups_in_range(lower.as_ref(), upper.as_ref()) {
-                    let span = disk.leading_key_span(
-                        row_group,
-                        bounds.lower.as_ref(),
-                        bounds.upper.as_ref(),
-                    )?;
-                    rows += span.end - span.start;
-                }
             }
         }
         Ok(Some(rows))
