@@ -651,7 +651,9 @@ impl ComponentIndex {
         // (one span, unless many entries share the bound's first 16 bytes) only whole bytes
         // decide.
         let below = self.fences.partition_point(|&fence| fence < prefix);
-        let not_above = self.fences.partition_point(|&fence| fence <= prefix);
+        // Fences tying with the bound are few but for long runs of one key: gallop over them.
+        let not_above =
+            partition_point_from(below, self.fences.len(), |j| self.fences[j] <= prefix);
         let from = below.saturating_sub(1) * FENCE_SPACING + usize::from(below > 0);
         let to = (not_above * FENCE_SPACING).min(n);
         debug_assert!(from <= to, "fence bounds {from}..{to}");
@@ -883,13 +885,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn prefix_sort_orders_rows_as_comparing_them_whole_does() {
-        use arrow::array::StringArray;
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        // Short strings, strings sharing 16-byte and longer prefixes, zero bytes, duplicates
-        // and nulls: every way prefixes can tie or mislead.
+    /// Short strings, strings sharing 16-byte and longer prefixes, zero bytes: every way
+    /// 16-byte prefixes can tie or mislead.
+    fn tricky_text(rng: &mut rand::rngs::StdRng) -> String {
+        use rand::Rng;
         let stems = [
             "",
             "a",
@@ -898,17 +897,21 @@ mod tests {
             "0123456789abcdefgh",
             "zz",
         ];
+        let stem = stems[rng.random_range(0..stems.len())];
+        let tail: String = (0..rng.random_range(0..3))
+            .map(|_| ['\0', 'a', 'b'][rng.random_range(0..3)])
+            .collect();
+        format!("{stem}{tail}")
+    }
+
+    #[test]
+    fn prefix_sort_orders_rows_as_comparing_them_whole_does() {
+        use arrow::array::StringArray;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        // With duplicates and nulls too.
         let values: Vec<Option<String>> = (0..2000)
-            .map(|_| {
-                if rng.random_range(0..10) == 0 {
-                    return None;
-                }
-                let stem = stems[rng.random_range(0..stems.len())];
-                let tail: String = (0..rng.random_range(0..3))
-                    .map(|_| ['\0', 'a', 'b'][rng.random_range(0..3)])
-                    .collect();
-                Some(format!("{stem}{tail}"))
-            })
+            .map(|_| (rng.random_range(0..10) != 0).then(|| tricky_text(&mut rng)))
             .collect();
         let column: ArrayRef = Arc::new(StringArray::from(values.clone()));
         let converter = converter(&[DataType::String]).unwrap();
@@ -928,18 +931,10 @@ mod tests {
         use arrow::array::StringArray;
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        // Runs of equal keys longer than a fence span, and strings whose first 16 bytes tie, so
-        // that fences both narrow the search and leave it wide.
-        let stems = ["", "a", "0123456789abcdef", "0123456789abcdefgh", "zz"];
-        let text = |rng: &mut rand::rngs::StdRng| {
-            let stem = stems[rng.random_range(0..stems.len())];
-            let tail: String = (0..rng.random_range(0..3))
-                .map(|_| ['\0', 'a', 'b'][rng.random_range(0..3)])
-                .collect();
-            format!("{stem}{tail}")
-        };
+        // Runs of equal keys longer than a fence span, and strings whose first 16 bytes tie
+        // (tricky_text), so that fences both narrow the search and leave it wide.
         for size in [0, 1, 63, 64, 65, 130, 3000] {
-            let strings: Vec<String> = (0..size).map(|_| text(&mut rng)).collect();
+            let strings: Vec<String> = (0..size).map(|_| tricky_text(&mut rng)).collect();
             let numbers: Vec<i64> = (0..size).map(|_| rng.random_range(-40..40)).collect();
             let indexes = [
                 (
@@ -953,7 +948,7 @@ mod tests {
                     ComponentIndex::build(vec![field_type.clone()], &[column], &[]).unwrap();
                 for _ in 0..300 {
                     let value = match field_type {
-                        DataType::String => Value::String(text(&mut rng)),
+                        DataType::String => Value::String(tricky_text(&mut rng)),
                         _ => Value::Int(rng.random_range(-45..45)),
                     };
                     let range = IndexRange {
