@@ -45,6 +45,10 @@ extensions_options! {
         /// literals taken out as parameters, each statement binding its own values into the
         /// cached plan (shape_cache.rs); `false` plans every statement in full.
         pub plan_by_shape: bool, default = true
+        /// Whether a query of plain columns filtered on the primary key alone (a key lookup,
+        /// or a key range holding at most 1,000 stored rows) is read straight from storage,
+        /// without DataFusion (direct_read.rs); `false` plans it like any other.
+        pub direct_reads: bool, default = true
     }
 }
 

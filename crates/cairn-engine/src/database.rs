@@ -33,6 +33,8 @@ pub struct Database {
     pub(crate) feeds: Feeds,
     /// Bumped by every change to datasets or types, so cached plans made before it are replanned.
     catalog_version: AtomicU64,
+    /// Statements answered straight from storage (direct_read.rs).
+    pub(crate) direct_read_count: AtomicU64,
 }
 
 impl Database {
@@ -83,6 +85,7 @@ impl Database {
             shape_cache: ShapeCache::default(),
             feeds,
             catalog_version: AtomicU64::new(0),
+            direct_read_count: AtomicU64::new(0),
         };
         for name in database.storage.dataset_names() {
             database.register(&name)?;
@@ -113,6 +116,12 @@ impl Database {
     /// The optimized plans of queries sent as text, by shape (shape_cache.rs).
     pub fn shape_cache(&self) -> &ShapeCache {
         &self.shape_cache
+    }
+
+    /// How many statements were answered straight from storage, without DataFusion, since the
+    /// database opened (direct_read.rs).
+    pub fn direct_reads(&self) -> u64 {
+        self.direct_read_count.load(Ordering::Relaxed)
     }
 
     pub fn storage(&self) -> &Arc<Storage> {

@@ -10,6 +10,7 @@ use crate::dml::{apply, batch_keys, batch_records, delete_keys};
 use crate::error::{EngineError, Result};
 use crate::key_delete::literal_keys;
 use crate::script::{ScriptStatement, split_statements};
+use crate::shape_cache::ByShape;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use cairn_model::DatasetType;
@@ -556,15 +557,22 @@ impl Database {
                         return Ok(Planned::Finished(outcome));
                     }
                 }
-                SqlStatement::Query(_) => {
-                    if let Some(plan) = self.optimized_by_shape(&state, text, sql).await {
+                SqlStatement::Query(_) => match self.run_by_shape(&state, text, sql).await? {
+                    Some(ByShape::Rows(schema, batches)) => {
+                        return Ok(Planned::Finished(StatementOutcome::Rows {
+                            schema,
+                            batches,
+                        }));
+                    }
+                    Some(ByShape::Plan(plan)) => {
                         return Ok(Planned::Query(Box::new(PlannedQuery {
                             state,
                             plan,
                             optimized: true,
                         })));
                     }
-                }
+                    None => {}
+                },
                 _ => {}
             }
         }

@@ -34,6 +34,7 @@ mod column_remap;
 pub mod database;
 pub mod ddl;
 pub mod describe;
+mod direct_read;
 pub mod dml;
 pub mod error;
 pub mod execute;

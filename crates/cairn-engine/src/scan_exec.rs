@@ -60,12 +60,12 @@ const UNANALYZED_ROWS_PER_KEY: f64 = 10.0;
 /// Most rows an index scan may be estimated to read and still run inline (see
 /// [`reads_inline`]): BigFUN's S ranges (about 100 rows) do, its M ranges (about 10,000)
 /// keep a stream per partition, where two cores decoding beat one.
-const INLINE_SCAN_ROWS_MAX: u64 = 1_000;
+pub(crate) const INLINE_SCAN_ROWS_MAX: u64 = 1_000;
 
 /// Fewest rows an inline index scan is estimated to fetch for helper threads to take some of
 /// its partitions (partition_sharing.rs): a fetch of a hundred rows costs 10–40 µs a row, a
 /// helper's start a few µs, and a lookup of a row or two is over before one would start.
-const SHARED_INLINE_ROWS_MIN: u64 = 16;
+pub(crate) const SHARED_INLINE_ROWS_MIN: u64 = 16;
 
 /// Rows of the first chunk of an ordered index scan, and the most of any later one.
 const ORDERED_FIRST_CHUNK_ROWS: usize = 64;

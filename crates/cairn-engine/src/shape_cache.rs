@@ -5,13 +5,19 @@
 //! the bound values, so a cached plan never fixes an index choice made for other values.
 //!
 //! Parsing a short query to a logical plan and optimizing it took about a third of a BigFUN
-//! S-version query's time (bench/results/short-query-profile/).
+//! S-version query's time (bench/results/short-query-profile/). A shape that is a key lookup
+//! or range of plain columns skips the plan too, and is read straight from storage
+//! (direct_read.rs).
 
 use crate::access_path::CairnOptions;
 use crate::database::Database;
+use crate::direct_read::DirectRead;
+use crate::error::Result;
 use crate::plan_map::PlanMap;
 use crate::prepared::positional_parameter_types;
 use crate::query_shape::QueryShape;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::LogicalPlan;
@@ -27,6 +33,9 @@ enum ShapePlan {
     Optimized {
         plan: Arc<LogicalPlan>,
         parameter_types: Arc<[DataType]>,
+        /// How its statements are read straight from storage, when the shape is a key lookup
+        /// or range (direct_read.rs).
+        direct: Option<Arc<DirectRead>>,
     },
     /// The shape does not plan with parameters (the statement fails to plan, or leaves a
     /// parameter's type open): its statements are planned with their literals.
@@ -55,26 +64,37 @@ impl ShapeCache {
     }
 }
 
+/// A query statement run through its shape's cached plan.
+pub(crate) enum ByShape {
+    /// Its rows, read straight from storage.
+    Rows(SchemaRef, Vec<RecordBatch>),
+    /// Its optimized plan, with its literals bound.
+    Plan(LogicalPlan),
+}
+
 impl Database {
-    /// The optimized plan of query `statement` (parsed from `text`) with its literals bound,
-    /// from the plan of its shape; `None` when the statement is to be planned as written (it
-    /// has no shape, its shape does not plan with parameters, or a literal does not bind to
-    /// its parameter's type without changing the comparison).
-    pub(crate) async fn optimized_by_shape(
+    /// Query `statement` (parsed from `text`) with its literals bound into the cached plan of
+    /// its shape, or already answered when the shape reads straight from storage; `None` when
+    /// the statement is to be planned as written (it has no shape, its shape does not plan
+    /// with parameters, or a literal does not bind to its parameter's type without changing
+    /// the comparison).
+    pub(crate) async fn run_by_shape(
         &self,
         state: &SessionState,
         text: &str,
         statement: &Statement,
-    ) -> Option<LogicalPlan> {
+    ) -> Result<Option<ByShape>> {
         let enabled = state
             .config_options()
             .extensions
             .get::<CairnOptions>()
             .is_none_or(|options| options.plan_by_shape);
         if !enabled {
-            return None;
+            return Ok(None);
         }
-        let shape = QueryShape::of(text, statement)?;
+        let Some(shape) = QueryShape::of(text, statement) else {
+            return Ok(None);
+        };
         let version = self.catalog_version();
         let planned = match self.shape_cache.shapes.get(&shape.key, version) {
             Some(planned) => planned,
@@ -89,17 +109,31 @@ impl Database {
         let ShapePlan::Optimized {
             plan,
             parameter_types,
+            direct,
         } = planned
         else {
-            return None;
+            return Ok(None);
         };
-        let values = shape
+        let Some(values) = shape
             .literals
             .iter()
             .zip(parameter_types.iter())
             .map(|(literal, data_type)| literal.bound_to(data_type))
-            .collect::<Option<Vec<_>>>()?;
-        plan.as_ref().clone().with_param_values(values).ok()
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        if let Some(read) = &direct
+            && let Some((schema, batches)) = self.read_directly(read, &values)?
+        {
+            return Ok(Some(ByShape::Rows(schema, batches)));
+        }
+        Ok(plan
+            .as_ref()
+            .clone()
+            .with_param_values(values)
+            .ok()
+            .map(ByShape::Plan))
     }
 }
 
@@ -112,10 +146,12 @@ async fn optimize_shape(state: &SessionState, shape: &QueryShape) -> ShapePlan {
     let Some(parameter_types) = parameter_types(&plan, shape.literals.len()) else {
         return ShapePlan::Unplannable;
     };
+    let direct = DirectRead::of(&plan).map(Arc::new);
     match state.optimize(&plan) {
         Ok(plan) => ShapePlan::Optimized {
             plan: Arc::new(plan),
             parameter_types,
+            direct,
         },
         Err(_) => ShapePlan::Unplannable,
     }

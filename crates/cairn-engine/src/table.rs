@@ -39,6 +39,11 @@ impl DatasetTable {
     pub fn new(storage: Arc<Storage>, dataset: Arc<Dataset>) -> Self {
         DatasetTable { storage, dataset }
     }
+
+    /// The dataset this table reads.
+    pub(crate) fn dataset(&self) -> &Arc<Dataset> {
+        &self.dataset
+    }
 }
 
 pub(crate) fn storage_error(e: cairn_storage::StorageError) -> DataFusionError {
