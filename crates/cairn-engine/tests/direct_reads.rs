@@ -7,6 +7,7 @@
 mod common;
 
 use cairn_engine::Database;
+use cairn_engine::prepared::PreparedStatement;
 use common::{random_write_round, rows};
 use datafusion::common::ScalarValue;
 use rand::rngs::StdRng;
@@ -126,7 +127,6 @@ async fn prepared_key_ranges_read_directly_and_agree_with_text_queries() {
         .await
         .unwrap();
     assert!(!compound_range.reads_directly());
-    db.sql("SET cairn.direct_reads = false").await.unwrap();
     for (lo, hi) in [
         (0i64, 10i64),
         (700, 790),
@@ -134,30 +134,23 @@ async fn prepared_key_ranges_read_directly_and_agree_with_text_queries() {
         (50, 40),
         (0, 1_500),
     ] {
+        db.sql("SET cairn.direct_reads = false").await.unwrap();
         let before = db.direct_reads();
-        let batches = db
-            .execute_prepared(
-                &range,
-                vec![ScalarValue::Int64(Some(lo)), ScalarValue::Int64(Some(hi))],
-            )
-            .await
-            .unwrap();
+        let planned = prepared_rows(&db, &range, lo, hi).await;
         // Direct reads are off for this session.
         assert_eq!(db.direct_reads(), before);
-        let planned: usize = batches.iter().map(|b| b.num_rows()).sum();
         db.sql("SET cairn.direct_reads = true").await.unwrap();
-        let batches = db
-            .execute_prepared(
-                &range,
-                vec![ScalarValue::Int64(Some(lo)), ScalarValue::Int64(Some(hi))],
-            )
-            .await
-            .unwrap();
-        let direct: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let direct = prepared_rows(&db, &range, lo, hi).await;
         let expected = (hi.min(LOADED_ROWS) - lo).max(0) as usize;
         assert_eq!((planned, direct), (expected, expected), "[{lo}, {hi})");
         // A range of more stored rows than a short read runs through DataFusion.
         assert_eq!(db.direct_reads() > before, hi - lo <= 1_000, "[{lo}, {hi})");
-        db.sql("SET cairn.direct_reads = false").await.unwrap();
     }
+}
+
+/// How many rows prepared statement `range` returns for `$1 = lo, $2 = hi`.
+async fn prepared_rows(db: &Database, range: &PreparedStatement, lo: i64, hi: i64) -> usize {
+    let values = vec![ScalarValue::Int64(Some(lo)), ScalarValue::Int64(Some(hi))];
+    let batches = db.execute_prepared(range, values).await.unwrap();
+    batches.iter().map(|b| b.num_rows()).sum()
 }
