@@ -15,10 +15,11 @@ use crate::error::{EngineError, Result};
 use crate::partition_sharing::read_partitions;
 use crate::scan_exec::{INLINE_SCAN_ROWS_MAX, SHARED_INLINE_ROWS_MIN};
 use crate::table::{DatasetTable, literal_value};
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch, Scalar};
+use arrow::array::{ArrayRef, BooleanArray, Datum, RecordBatch, Scalar};
 use arrow::compute::kernels::cmp;
 use arrow::compute::{and, filter_record_batch};
 use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
 use cairn_model::{Key, KeyValue, Value};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::{ColumnRange, ScanRequest};
@@ -203,24 +204,39 @@ impl DirectRead {
         };
         let key_field = &shape.dataset_type.record.fields[key_column];
         let key_type = shape.schema.field(key_column).data_type();
-        // Each bound as a storage value and as an Arrow scalar of the key column's type.
-        let bound = |bound: Option<KeyBound>| -> Option<Option<(KeyBound, Value, ArrayRef)>> {
-            let Some(bound) = bound else {
-                return Some(None);
-            };
+        // A bound's value as storage compares it and as an Arrow scalar of the key column's
+        // type; `None` when its parameter does not fit the key.
+        let fit = |bound: KeyBound| -> Option<(KeyBound, Value, Scalar<ArrayRef>)> {
             let value = parameters.get(bound.parameter)?;
             let stored = literal_value(&key_field.data_type, value)?;
             let scalar = value.cast_to(key_type).ok()?.to_array().ok()?;
-            Some(Some((bound, stored, scalar)))
+            Some((bound, stored, Scalar::new(scalar)))
         };
-        let (Some(lower), Some(upper)) = (bound(lower), bound(upper)) else {
-            return Ok(None);
+        let (lower, upper) = match (lower.map(fit), upper.map(fit)) {
+            (Some(None), _) | (_, Some(None)) => return Ok(None),
+            (lower, upper) => (lower.flatten(), upper.flatten()),
         };
         let ranges = vec![ColumnRange {
             column: key_field.name.clone(),
             lower: lower.as_ref().map(|(_, value, _)| value.clone()),
             upper: upper.as_ref().map(|(_, value, _)| value.clone()),
         }];
+        // The comparisons each row's key must pass.
+        let tests: Vec<(Comparison, &Scalar<ArrayRef>)> = lower
+            .iter()
+            .map(|(bound, _, scalar)| match bound.inclusive {
+                true => (cmp::gt_eq as Comparison, scalar),
+                false => (cmp::gt as Comparison, scalar),
+            })
+            .chain(
+                upper
+                    .iter()
+                    .map(|(bound, _, scalar)| match bound.inclusive {
+                        true => (cmp::lt_eq as Comparison, scalar),
+                        false => (cmp::lt as Comparison, scalar),
+                    }),
+            )
+            .collect();
         let Some(stored_rows) = self.dataset.key_range_rows(&ranges)? else {
             return Ok(None);
         };
@@ -234,6 +250,7 @@ impl DirectRead {
             read_columns.push(key_column);
         }
         let key_at = key_position.unwrap_or(self.projection.len());
+        let returned: Vec<usize> = (0..self.projection.len()).collect();
         let request = ScanRequest {
             projection: Some(read_columns),
             ranges,
@@ -260,34 +277,14 @@ impl DirectRead {
             };
             for batch in read? {
                 let keys = batch.column(key_at);
-                let mut inside: Option<BooleanArray> = None;
-                for (bound, is_lower) in [(&lower, true), (&upper, false)] {
-                    let Some((bound, _, scalar)) = bound else {
-                        continue;
-                    };
-                    let scalar = Scalar::new(scalar.clone());
-                    let passing = match (is_lower, bound.inclusive) {
-                        (true, true) => cmp::gt_eq(keys, &scalar),
-                        (true, false) => cmp::gt(keys, &scalar),
-                        (false, true) => cmp::lt_eq(keys, &scalar),
-                        (false, false) => cmp::lt(keys, &scalar),
-                    }
-                    .map_err(arrow_error)?;
-                    inside = Some(match inside {
-                        None => passing,
-                        Some(earlier) => and(&earlier, &passing).map_err(arrow_error)?,
-                    });
+                let mut inside = BooleanArray::from(vec![true; batch.num_rows()]);
+                for (compare, scalar) in &tests {
+                    inside = and(&inside, &compare(keys, *scalar).map_err(arrow_error)?)
+                        .map_err(arrow_error)?;
                 }
-                let Some(inside) = inside else {
-                    return Err(EngineError::Runtime(
-                        "a direct key range read with neither bound".to_string(),
-                    ));
-                };
                 let mut cut = filter_record_batch(&batch, &inside).map_err(arrow_error)?;
                 if key_position.is_none() {
-                    cut = cut
-                        .project(&(0..self.projection.len()).collect::<Vec<_>>())
-                        .map_err(arrow_error)?;
+                    cut = cut.project(&returned).map_err(arrow_error)?;
                 }
                 batches.push(cut);
             }
@@ -325,7 +322,10 @@ impl Database {
     }
 }
 
-fn arrow_error(e: arrow::error::ArrowError) -> EngineError {
+/// One of Arrow's comparison kernels.
+type Comparison = fn(&dyn Datum, &dyn Datum) -> std::result::Result<BooleanArray, ArrowError>;
+
+fn arrow_error(e: ArrowError) -> EngineError {
     EngineError::Runtime(format!("direct read: {e}"))
 }
 
@@ -408,7 +408,7 @@ impl KeyCondition {
 }
 
 /// The position (`$1` is 0) of the parameter `expr` is, possibly under a cast.
-pub(crate) fn parameter_index(expr: &Expr) -> Option<usize> {
+fn parameter_index(expr: &Expr) -> Option<usize> {
     match expr {
         Expr::Placeholder(p) => {
             p.id.strip_prefix('$')?
