@@ -49,6 +49,10 @@ extensions_options! {
         /// or a key range holding at most 1,000 stored rows) is read straight from storage,
         /// without DataFusion (direct_read.rs); `false` plans it like any other.
         pub direct_reads: bool, default = true
+        /// Whether a statement of a query shape seen before gets a copy of the shape's
+        /// physical plan holding its own values, once a copy has been checked against a plan
+        /// made in full (plan_reuse.rs); `false` plans every statement physically in full.
+        pub reuse_physical_plans: bool, default = true
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Database {
     catalog_version: AtomicU64,
     /// Statements answered straight from storage (direct_read.rs).
     pub(crate) direct_read_count: AtomicU64,
+    /// Statements run on a copy of their shape's physical plan (plan_reuse.rs).
+    pub(crate) plans_reused: AtomicU64,
 }
 
 impl Database {
@@ -86,6 +88,7 @@ impl Database {
             feeds,
             catalog_version: AtomicU64::new(0),
             direct_read_count: AtomicU64::new(0),
+            plans_reused: AtomicU64::new(0),
         };
         for name in database.storage.dataset_names() {
             database.register(&name)?;
@@ -122,6 +125,11 @@ impl Database {
     /// database opened (direct_read.rs).
     pub fn direct_reads(&self) -> u64 {
         self.direct_read_count.load(Ordering::Relaxed)
+    }
+
+    /// How many statements ran on a copy of their shape's physical plan (plan_reuse.rs).
+    pub fn plans_reused(&self) -> u64 {
+        self.plans_reused.load(Ordering::Relaxed)
     }
 
     pub fn storage(&self) -> &Arc<Storage> {

@@ -128,6 +128,8 @@ pub(crate) struct PlannedQuery {
     plan: LogicalPlan,
     /// Whether `plan` is optimized already (bound from its shape's cached plan).
     optimized: bool,
+    /// Its physical plan, when made already (a statement of a known shape, plan_reuse.rs).
+    physical: Option<Arc<dyn ExecutionPlan>>,
 }
 
 impl PlannedQuery {
@@ -136,7 +138,9 @@ impl PlannedQuery {
         let state = &self.state;
         let schema = self.plan.schema().inner().clone();
         let task = crate::memory_limit::query_task_context(state)?;
-        let plan = if self.optimized {
+        let plan = if let Some(physical) = &self.physical {
+            physical.clone()
+        } else if self.optimized {
             state
                 .query_planner()
                 .create_physical_plan(&self.plan, state)
@@ -155,6 +159,7 @@ impl From<DataFrame> for PlannedQuery {
             state,
             plan,
             optimized: false,
+            physical: None,
         }
     }
 }
@@ -564,11 +569,13 @@ impl Database {
                             batches,
                         }));
                     }
-                    Some(ByShape::Plan(plan)) => {
+                    Some(ByShape::Plan(plan, binding)) => {
+                        let physical = self.physical_by_shape(&state, &plan, &binding).await?;
                         return Ok(Planned::Query(Box::new(PlannedQuery {
                             state,
                             plan,
                             optimized: true,
+                            physical: Some(physical),
                         })));
                     }
                     None => {}

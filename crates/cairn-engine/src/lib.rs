@@ -49,6 +49,7 @@ pub mod key_delete;
 pub mod memory_limit;
 mod partition_sharing;
 mod plan_map;
+mod plan_reuse;
 pub mod prepared;
 mod query_shape;
 mod row_estimate;

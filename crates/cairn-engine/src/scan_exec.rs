@@ -330,6 +330,25 @@ impl DatasetScanExec {
         )
     }
 
+    /// The same scan reaching its rows by `access`, chosen anew for other values of the same
+    /// filters (plan_reuse.rs), when that leaves everything above the scan as planned: the
+    /// same kind of access through the same index, the same partitions, and, for a full
+    /// scan, as many conditions applied. `None` otherwise, and for a scan an optimizer rule
+    /// reshaped beyond what the filters choose (an ordered walk, a join's lookup) or that
+    /// takes another operator's runtime filters, whose state belongs to the plan it ran in.
+    pub(crate) fn rebound(&self, access: Access) -> Option<DatasetScanExec> {
+        if !self.runtime_filters.is_empty() || !same_reach(&self.access, &access) {
+            return None;
+        }
+        let rebound = DatasetScanExec {
+            access,
+            metrics: ExecutionPlanMetricsSet::new(),
+            ..self.reading_copy()
+        };
+        let same_conditions = rebound.applied_conjuncts().len() == self.applied_conjuncts().len();
+        same_conditions.then_some(rebound)
+    }
+
     /// How this scan's dataset could be read by the keys of a join on `field` (a column of
     /// the scan's output): by the primary key if it is the dataset's only key field, else by
     /// a btree index led by it. `None` when neither serves, or the scan already reads few
@@ -737,6 +756,25 @@ fn plan_properties(access: &Access, schema: SchemaRef, partitions: usize) -> Pla
         Boundedness::Bounded,
     )
     .with_scheduling_type(SchedulingType::Cooperative)
+}
+
+/// Whether `new`, chosen for other values of the filters `old` was chosen for, reaches rows
+/// the way `old` does as far as the plan above can tell: same kind, same index, same inline
+/// or partitioned read (so the same output partitions, and no ordering either way).
+fn same_reach(old: &Access, new: &Access) -> bool {
+    let same_kind = match (old, new) {
+        (Access::Full { .. }, Access::Full { .. }) | (Access::Key(_), Access::Key(_)) => true,
+        (Access::Index(old), Access::Index(new)) => old.index == new.index,
+        (Access::Text(old), Access::Text(new)) => old.index == new.index,
+        (Access::Spatial(old), Access::Spatial(new)) => {
+            old.index == new.index
+                && old.queries.len() == new.queries.len()
+                && old.nearest.is_none()
+                && new.nearest.is_none()
+        }
+        _ => false,
+    };
+    same_kind && reads_inline(old) == reads_inline(new)
 }
 
 /// Whether a scan reads its rows on the polling thread in one stream instead of a blocking

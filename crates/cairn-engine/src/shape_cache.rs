@@ -14,11 +14,13 @@ use crate::database::Database;
 use crate::direct_read::DirectRead;
 use crate::error::Result;
 use crate::plan_map::PlanMap;
+use crate::plan_reuse::PlanTemplate;
 use crate::prepared::positional_parameter_types;
 use crate::query_shape::QueryShape;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -42,16 +44,18 @@ enum ShapePlan {
     Unplannable,
 }
 
-/// Optimized plans by shape text.
+/// Optimized plans by shape text, and the physical plans kept for reuse (plan_reuse.rs).
 #[derive(Debug, Default)]
 pub struct ShapeCache {
     shapes: PlanMap<ShapePlan>,
+    pub(crate) templates: PlanMap<PlanTemplate>,
 }
 
 impl ShapeCache {
     /// Forgets every shape: a session setting changed, which may change how queries optimize.
     pub(crate) fn clear(&self) {
         self.shapes.clear();
+        self.templates.clear();
     }
 
     /// How many shapes are cached (for tests).
@@ -69,7 +73,14 @@ pub(crate) enum ByShape {
     /// Its rows, read straight from storage.
     Rows(SchemaRef, Vec<RecordBatch>),
     /// Its optimized plan, with its literals bound.
-    Plan(LogicalPlan),
+    Plan(LogicalPlan, ShapeBinding),
+}
+
+/// Which shape a bound plan came from, and the values bound into it.
+#[derive(Debug, Clone)]
+pub(crate) struct ShapeBinding {
+    pub(crate) key: String,
+    pub(crate) values: Arc<[ScalarValue]>,
 }
 
 impl Database {
@@ -128,12 +139,16 @@ impl Database {
         {
             return Ok(Some(ByShape::Rows(schema, batches)));
         }
+        let binding = ShapeBinding {
+            key: shape.key.clone(),
+            values: values.iter().cloned().collect(),
+        };
         Ok(plan
             .as_ref()
             .clone()
             .with_param_values(values)
             .ok()
-            .map(ByShape::Plan))
+            .map(|plan| ByShape::Plan(plan, binding)))
     }
 }
 

@@ -202,6 +202,68 @@ pub(crate) fn text_filter(dataset: &Dataset, expr: &Expr) -> Option<TextFilter> 
 }
 
 impl DatasetTable {
+    /// How a scan of `projection` (dataset columns; `None` for all) under `filters` (the
+    /// conjuncts DataFusion pushed down, unqualified) reaches its rows: a key lookup, an index
+    /// or a full scan, chosen by estimated cost from the filters' values. A physical plan
+    /// reused for new values (plan_reuse.rs) chooses again through here.
+    pub(crate) fn access_for(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+    ) -> Result<Access> {
+        let options = state.config_options().extensions.get::<CairnOptions>();
+        let forced = match options {
+            Some(options) => {
+                AccessOverride::parse(&options.access_path).map_err(DataFusionError::Plan)?
+            }
+            None => AccessOverride::Auto,
+        };
+        let use_cache = options.is_none_or(|o| o.predicate_cache);
+        Ok(match self.pinned_key(filters) {
+            Some(key) => Access::Key(key),
+            None => {
+                let schema = projected_schema(&self.dataset, projection)?;
+                let filter = scan_filter(state, &self.dataset, &schema, filters, use_cache);
+                // The dataset columns a full scan's filter reads, when it would decode the
+                // others late.
+                let filter_columns: Option<Vec<usize>> = filter
+                    .as_ref()
+                    .and_then(|f| f.rows.narrowed())
+                    .map(|(columns, _)| {
+                        columns
+                            .iter()
+                            .map(|&c| projection.map_or(c, |p| p[c]))
+                            .collect()
+                    });
+                let mut access = choose(
+                    &self.dataset,
+                    IndexFilters {
+                        ranges: self.ranges(filters),
+                        spatial: filters
+                            .iter()
+                            .filter_map(|f| spatial_filter(&self.dataset, f))
+                            .collect(),
+                        text: filters
+                            .iter()
+                            .filter_map(|f| text_filter(&self.dataset, f))
+                            .collect(),
+                    },
+                    projection.map(|p| p.as_slice()),
+                    filter_columns.as_deref(),
+                    forced,
+                )
+                .map_err(storage_error)?;
+                match &mut access {
+                    Access::Full { request, .. } => request.filter = filter,
+                    Access::Index(index) => index.filter = filter.map(|f| f.rows),
+                    _ => {}
+                }
+                access
+            }
+        })
+    }
+
     /// The ranges the filters imply on fields (dotted paths for nested ones): for choosing an
     /// index, and, on top-level fields, for row-group pruning.
     fn ranges(&self, filters: &[Expr]) -> Vec<ColumnRange> {
@@ -282,56 +344,7 @@ impl TableProvider for DatasetTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = state.config_options().extensions.get::<CairnOptions>();
-        let forced = match options {
-            Some(options) => {
-                AccessOverride::parse(&options.access_path).map_err(DataFusionError::Plan)?
-            }
-            None => AccessOverride::Auto,
-        };
-        let use_cache = options.is_none_or(|o| o.predicate_cache);
-        let access = match self.pinned_key(filters) {
-            Some(key) => Access::Key(key),
-            None => {
-                let schema = projected_schema(&self.dataset, projection)?;
-                let filter = scan_filter(state, &self.dataset, &schema, filters, use_cache);
-                // The dataset columns a full scan's filter reads, when it would decode the
-                // others late.
-                let filter_columns: Option<Vec<usize>> = filter
-                    .as_ref()
-                    .and_then(|f| f.rows.narrowed())
-                    .map(|(columns, _)| {
-                        columns
-                            .iter()
-                            .map(|&c| projection.map_or(c, |p| p[c]))
-                            .collect()
-                    });
-                let mut access = choose(
-                    &self.dataset,
-                    IndexFilters {
-                        ranges: self.ranges(filters),
-                        spatial: filters
-                            .iter()
-                            .filter_map(|f| spatial_filter(&self.dataset, f))
-                            .collect(),
-                        text: filters
-                            .iter()
-                            .filter_map(|f| text_filter(&self.dataset, f))
-                            .collect(),
-                    },
-                    projection.map(|p| p.as_slice()),
-                    filter_columns.as_deref(),
-                    forced,
-                )
-                .map_err(storage_error)?;
-                match &mut access {
-                    Access::Full { request, .. } => request.filter = filter,
-                    Access::Index(index) => index.filter = filter.map(|f| f.rows),
-                    _ => {}
-                }
-                access
-            }
-        };
+        let access = self.access_for(state, projection, filters)?;
         Ok(Arc::new(DatasetScanExec::try_new(
             self.dataset.clone(),
             access,

@@ -1,7 +1,7 @@
 //! The plan cache for queries sent as text: statements differing only in their comparison
 //! literals share one optimized plan, answer exactly as statements planned in full do, still
 //! choose their access path by their own values, and are replanned after catalog and setting
-//! changes.
+//! changes; copies of a shape's physical plan (plan_reuse.rs) answer as plans made in full.
 
 mod common;
 
@@ -183,4 +183,139 @@ async fn shapes_are_replanned_after_catalog_changes_and_bad_values_fail_as_writt
     assert_eq!((by_shape.len(), in_full.len()), (1, 1));
     let (by_shape, in_full) = both_ways(&db, "SELECT id FROM Chirps WHERE id = 1.5").await;
     assert_eq!((by_shape.len(), in_full.len()), (0, 0));
+}
+
+/// Statements of several shapes, each with values drawn from a seeded generator: ranges on an
+/// indexed timestamp (short and long), a top-k over groups, a filter left to a full scan, a
+/// key lookup, a limit, and a join (whose plan is not copied).
+fn varied_statements(count: usize) -> Vec<String> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    let time = |second: u64| {
+        format!(
+            "2020-01-01 {:02}:{:02}:{:02}",
+            second / 3600,
+            second / 60 % 60,
+            second % 60
+        )
+    };
+    (0..count)
+        .map(|i| {
+            let start = next(ROWS as u64 - 200);
+            let width = [20, 90, 150, 4_000][i / 7 % 4];
+            let (lo, hi) = (time(start), time((start + width).min(ROWS as u64 - 1)));
+            match i % 7 {
+                0 => format!(
+                    "SELECT c.sender.screen_name AS who, avg(length(c.text)) AS n FROM Chirps c \
+                     WHERE c.at >= TIMESTAMP '{lo}' AND c.at < TIMESTAMP '{hi}' \
+                     GROUP BY c.sender.screen_name"
+                ),
+                1 => format!(
+                    "SELECT c.sender.screen_name AS who, avg(c.score) AS s FROM Chirps c \
+                     WHERE c.at >= TIMESTAMP '{lo}' AND c.at < TIMESTAMP '{hi}' \
+                     GROUP BY c.sender.screen_name ORDER BY s DESC, who LIMIT 3"
+                ),
+                2 => format!(
+                    "SELECT id, score FROM Chirps WHERE sender.followers = {} AND score > {}.5",
+                    next(1000),
+                    next(50)
+                ),
+                3 => format!(
+                    "SELECT id, text FROM Chirps WHERE id = {}",
+                    next(ROWS as u64)
+                ),
+                4 => format!(
+                    "SELECT id, at FROM Chirps WHERE at BETWEEN TIMESTAMP '{lo}' AND \
+                     TIMESTAMP '{hi}' AND score < {}.5 ORDER BY at DESC LIMIT 4",
+                    next(50)
+                ),
+                5 => format!(
+                    "SELECT count(*) AS n, max(score) AS top FROM Chirps \
+                     WHERE at > TIMESTAMP '{lo}' AND at <= TIMESTAMP '{hi}'"
+                ),
+                _ => format!(
+                    "SELECT count(*) AS n FROM Chirps c JOIN Chirps d ON c.id = d.id + 1 \
+                     AND d.score < {}.5 WHERE c.id < {}",
+                    next(50),
+                    next(ROWS as u64)
+                ),
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_a_shapes_physical_plan_answer_as_plans_made_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    let statements = varied_statements(140);
+    db.sql("SET cairn.reuse_physical_plans = false")
+        .await
+        .unwrap();
+    let mut expected = Vec::new();
+    for statement in &statements {
+        expected.push(rows(&db, statement).await);
+    }
+    assert_eq!(db.plans_reused(), 0);
+    db.sql("SET cairn.reuse_physical_plans = true")
+        .await
+        .unwrap();
+    for (statement, expected) in statements.iter().zip(&expected) {
+        assert_eq!(&rows(&db, statement).await, expected, "{statement}");
+    }
+    // Most statements ran on copies: each shape plans its first statements in full until a
+    // copy matched, and ranges reaching another access are planned in full too.
+    let reused = db.plans_reused();
+    assert!(
+        reused >= 60,
+        "only {reused} of 140 statements ran on a copy"
+    );
+    // Some answers were not empty, and some top-k answers differ between statements.
+    let nonempty = expected.iter().filter(|rows| !rows.is_empty()).count();
+    assert!(nonempty > 100, "{nonempty}");
+    let top_k: std::collections::HashSet<_> = expected.iter().skip(1).step_by(7).collect();
+    assert!(top_k.len() > 10, "{}", top_k.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_plan_still_chooses_the_access_path_by_its_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    let query = |lo: &str, hi: &str| {
+        format!(
+            "SELECT id FROM Chirps WHERE at >= TIMESTAMP '2020-01-01 {lo}' \
+             AND at < TIMESTAMP '2020-01-01 {hi}'"
+        )
+    };
+    // Planned in full, then checked against its copy; the third runs on a copy.
+    for minute in 1..=3 {
+        let narrow = query(&format!("01:0{minute}:00"), &format!("01:0{minute}:30"));
+        assert_eq!(rows(&db, &narrow).await.len(), 30);
+    }
+    assert_eq!(db.plans_reused(), 1);
+    let plan = ran_with(&db, &query("02:00:00", "02:00:10")).await;
+    assert!(plan.contains("index scan chirps_at on at in [TIMESTAMP '2020-01-01T02:00:00.000Z', TIMESTAMP '2020-01-01T02:00:10.000Z']"), "{plan}");
+    assert!(
+        plan.contains("at@1 >= 1577844000000 AND at@1 < 1577844010000"),
+        "{plan}"
+    );
+    assert_eq!(db.plans_reused(), 2);
+    // A range the index does not pay for is planned in full, as a scan.
+    let plan = ran_with(&db, &query("00:00:00", "05:00:00")).await;
+    assert!(plan.contains("access=full scan"), "{plan}");
+    assert_eq!(db.plans_reused(), 2);
+    assert_eq!(
+        rows(&db, &query("00:00:00", "05:00:00")).await.len(),
+        18_000
+    );
+    // Dropping the index changes the catalog: the shape is planned again, without it.
+    db.sql("DROP INDEX chirps_at ON Chirps").await.unwrap();
+    let plan = ran_with(&db, &query("01:00:00", "01:00:30")).await;
+    assert!(plan.contains("access=full scan"), "{plan}");
+    assert_eq!(rows(&db, &query("01:00:00", "01:00:30")).await.len(), 30);
 }
