@@ -60,6 +60,17 @@ impl ConfigExtension for CairnOptions {
     const PREFIX: &'static str = "cairn";
 }
 
+impl CairnOptions {
+    /// Whether the on/off setting `pick` reads is on in `config` (its default where Cairn's
+    /// options are not registered, as in a bare DataFusion session).
+    pub(crate) fn is_on(
+        config: &datafusion::common::config::ConfigOptions,
+        pick: impl FnOnce(&CairnOptions) -> bool,
+    ) -> bool {
+        config.extensions.get::<CairnOptions>().is_none_or(pick)
+    }
+}
+
 /// Relative cost of producing one row by a full scan: sequential decoding of the projected
 /// columns. The unit of the cost model.
 const SCAN_ROW_COST: f64 = 1.0;

@@ -305,11 +305,7 @@ impl Database {
             let state = self.context.state_ref();
             let state = state.read();
             let options = state.config_options();
-            let enabled = options
-                .extensions
-                .get::<CairnOptions>()
-                .is_none_or(|cairn| cairn.direct_reads);
-            if !enabled {
+            if !CairnOptions::is_on(options, |cairn| cairn.direct_reads) {
                 return Ok(None);
             }
             options.execution.target_partitions

@@ -81,12 +81,9 @@ impl Database {
         plan: &LogicalPlan,
         binding: &ShapeBinding,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let enabled = state
-            .config_options()
-            .extensions
-            .get::<CairnOptions>()
-            .is_none_or(|options| options.reuse_physical_plans);
-        if !enabled {
+        if !CairnOptions::is_on(state.config_options(), |options| {
+            options.reuse_physical_plans
+        }) {
             return planned_in_full(state, plan).await;
         }
         let version = self.catalog_version();

@@ -95,12 +95,7 @@ impl Database {
         text: &str,
         statement: &Statement,
     ) -> Result<Option<ByShape>> {
-        let enabled = state
-            .config_options()
-            .extensions
-            .get::<CairnOptions>()
-            .is_none_or(|options| options.plan_by_shape);
-        if !enabled {
+        if !CairnOptions::is_on(state.config_options(), |options| options.plan_by_shape) {
             return Ok(None);
         }
         let Some(shape) = QueryShape::of(text, statement) else {

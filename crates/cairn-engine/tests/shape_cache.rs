@@ -129,18 +129,20 @@ async fn statements_of_one_shape_share_a_plan_and_answer_as_planned_in_full() {
     assert_eq!(db.shape_cache().len(), 2);
 }
 
+/// The ids of the chirps sent in `[lo, hi)` on 2020-01-01 (times of day).
+fn sent_between(lo: &str, hi: &str) -> String {
+    format!(
+        "SELECT id FROM Chirps WHERE at >= TIMESTAMP '2020-01-01 {lo}' \
+         AND at < TIMESTAMP '2020-01-01 {hi}'"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_shape_still_chooses_the_access_path_by_its_values() {
     let dir = tempfile::tempdir().unwrap();
     let db = fixture(dir.path()).await;
-    let query = |lo: &str, hi: &str| {
-        format!(
-            "SELECT id FROM Chirps WHERE at >= TIMESTAMP '2020-01-01 {lo}' \
-             AND at < TIMESTAMP '2020-01-01 {hi}'"
-        )
-    };
-    let narrow = query("01:00:00", "01:01:00");
-    let wide = query("00:00:00", "05:00:00");
+    let narrow = sent_between("01:00:00", "01:01:00");
+    let wide = sent_between("00:00:00", "05:00:00");
     assert!(
         ran_with(&db, &narrow)
             .await
@@ -286,19 +288,13 @@ async fn copies_of_a_shapes_physical_plan_answer_as_plans_made_in_full() {
 async fn a_copied_plan_still_chooses_the_access_path_by_its_values() {
     let dir = tempfile::tempdir().unwrap();
     let db = fixture(dir.path()).await;
-    let query = |lo: &str, hi: &str| {
-        format!(
-            "SELECT id FROM Chirps WHERE at >= TIMESTAMP '2020-01-01 {lo}' \
-             AND at < TIMESTAMP '2020-01-01 {hi}'"
-        )
-    };
     // Planned in full, then checked against its copy; the third runs on a copy.
     for minute in 1..=3 {
-        let narrow = query(&format!("01:0{minute}:00"), &format!("01:0{minute}:30"));
+        let narrow = sent_between(&format!("01:0{minute}:00"), &format!("01:0{minute}:30"));
         assert_eq!(rows(&db, &narrow).await.len(), 30);
     }
     assert_eq!(db.plans_reused(), 1);
-    let plan = ran_with(&db, &query("02:00:00", "02:00:10")).await;
+    let plan = ran_with(&db, &sent_between("02:00:00", "02:00:10")).await;
     assert!(plan.contains("index scan chirps_at on at in [TIMESTAMP '2020-01-01T02:00:00.000Z', TIMESTAMP '2020-01-01T02:00:10.000Z']"), "{plan}");
     assert!(
         plan.contains("at@1 >= 1577844000000 AND at@1 < 1577844010000"),
@@ -306,16 +302,19 @@ async fn a_copied_plan_still_chooses_the_access_path_by_its_values() {
     );
     assert_eq!(db.plans_reused(), 2);
     // A range the index does not pay for is planned in full, as a scan.
-    let plan = ran_with(&db, &query("00:00:00", "05:00:00")).await;
+    let plan = ran_with(&db, &sent_between("00:00:00", "05:00:00")).await;
     assert!(plan.contains("access=full scan"), "{plan}");
     assert_eq!(db.plans_reused(), 2);
     assert_eq!(
-        rows(&db, &query("00:00:00", "05:00:00")).await.len(),
+        rows(&db, &sent_between("00:00:00", "05:00:00")).await.len(),
         18_000
     );
     // Dropping the index changes the catalog: the shape is planned again, without it.
     db.sql("DROP INDEX chirps_at ON Chirps").await.unwrap();
-    let plan = ran_with(&db, &query("01:00:00", "01:00:30")).await;
+    let plan = ran_with(&db, &sent_between("01:00:00", "01:00:30")).await;
     assert!(plan.contains("access=full scan"), "{plan}");
-    assert_eq!(rows(&db, &query("01:00:00", "01:00:30")).await.len(), 30);
+    assert_eq!(
+        rows(&db, &sent_between("01:00:00", "01:00:30")).await.len(),
+        30
+    );
 }
