@@ -21,8 +21,9 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::execution::SessionState;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement;
 use std::sync::Arc;
@@ -153,6 +154,12 @@ async fn optimize_shape(state: &SessionState, shape: &QueryShape) -> ShapePlan {
     let Ok(plan) = state.statement_to_plan(statement).await else {
         return ShapePlan::Unplannable;
     };
+    // Optimizing folds a function of the moment the statement runs (`now()`,
+    // `current_date`) into a literal; a plan cached with it would give every later statement
+    // the first one's time.
+    if calls_time_dependent_function(&plan) {
+        return ShapePlan::Unplannable;
+    }
     let Some(parameter_types) = parameter_types(&plan, shape.literals.len()) else {
         return ShapePlan::Unplannable;
     };
@@ -165,6 +172,27 @@ async fn optimize_shape(state: &SessionState, shape: &QueryShape) -> ShapePlan {
         },
         Err(_) => ShapePlan::Unplannable,
     }
+}
+
+/// Whether `plan` (subqueries included) calls a scalar function whose result is not fixed by
+/// its arguments alone: a stable one (the time) the optimizer folds, or a volatile one.
+fn calls_time_dependent_function(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let walked = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expression| {
+            found = expression.exists(|part| {
+                Ok(matches!(part, Expr::ScalarFunction(call)
+                    if call.func.signature().volatility != Volatility::Immutable))
+            })?;
+            Ok(if found {
+                TreeNodeRecursion::Stop
+            } else {
+                TreeNodeRecursion::Continue
+            })
+        })
+    });
+    // A walk that failed proves nothing: the shape is then planned statement by statement.
+    found || walked.is_err()
 }
 
 /// The type DataFusion inferred for each of `$1..=$count` in `plan`, if it inferred all.

@@ -318,3 +318,18 @@ async fn a_copied_plan_still_chooses_the_access_path_by_its_values() {
         30
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shape_reading_the_time_is_not_frozen_at_its_first_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    let mut seen = Vec::new();
+    for id in [5, 6, 7] {
+        let query = format!("SELECT id, now() AS at_query FROM Chirps WHERE id = {id}");
+        let answer = rows(&db, &query).await;
+        assert_eq!(answer.len(), 1, "{query}");
+        seen.push(answer[0].split('|').nth(2).unwrap().trim().to_string());
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(seen[0] < seen[1] && seen[1] < seen[2], "{seen:?}");
+}
