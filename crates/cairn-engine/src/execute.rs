@@ -126,9 +126,8 @@ enum Planned {
 pub(crate) struct PlannedQuery {
     state: SessionState,
     plan: LogicalPlan,
-    /// Whether `plan` is optimized already (bound from its shape's cached plan).
-    optimized: bool,
-    /// Its physical plan, when made already (a statement of a known shape, plan_reuse.rs).
+    /// Its physical plan, when made already (a statement of a known shape, whose `plan` was
+    /// bound from the shape's optimized plan; plan_reuse.rs).
     physical: Option<Arc<dyn ExecutionPlan>>,
 }
 
@@ -138,15 +137,9 @@ impl PlannedQuery {
         let state = &self.state;
         let schema = self.plan.schema().inner().clone();
         let task = crate::memory_limit::query_task_context(state)?;
-        let plan = if let Some(physical) = &self.physical {
-            physical.clone()
-        } else if self.optimized {
-            state
-                .query_planner()
-                .create_physical_plan(&self.plan, state)
-                .await?
-        } else {
-            state.create_physical_plan(&self.plan).await?
+        let plan = match &self.physical {
+            Some(physical) => physical.clone(),
+            None => state.create_physical_plan(&self.plan).await?,
         };
         Ok((schema, task, plan))
     }
@@ -158,7 +151,6 @@ impl From<DataFrame> for PlannedQuery {
         PlannedQuery {
             state,
             plan,
-            optimized: false,
             physical: None,
         }
     }
@@ -574,7 +566,6 @@ impl Database {
                         return Ok(Planned::Query(Box::new(PlannedQuery {
                             state,
                             plan,
-                            optimized: true,
                             physical: Some(physical),
                         })));
                     }

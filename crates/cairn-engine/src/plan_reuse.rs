@@ -27,6 +27,7 @@ use crate::error::Result;
 use crate::scan_exec::DatasetScanExec;
 use crate::shape_cache::ShapeBinding;
 use crate::table::DatasetTable;
+use datafusion::common::Result as DataFusionResult;
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::source_as_provider;
@@ -90,14 +91,8 @@ impl Database {
         let templates = &self.shape_cache.templates;
         let Some(template) = templates.get(&binding.key, version) else {
             let full = planned_in_full(state, plan).await?;
-            if reusable_values(&binding.values) {
-                let template = PlanTemplate {
-                    plan: full.clone(),
-                    values: binding.values.clone(),
-                    trust: Trust::Unverified { mismatches: 0 },
-                };
-                templates.insert(binding.key.clone(), version, template);
-            }
+            let template = PlanTemplate::of(full.clone(), binding.values.clone(), 0)?;
+            templates.insert(binding.key.clone(), version, template);
             return Ok(full);
         };
         match template.trust {
@@ -112,37 +107,45 @@ impl Database {
             Trust::Unverified { mismatches } => {
                 let full = planned_in_full(state, plan).await?;
                 let copy = copy_for(&template, &binding.values, plan, state)?;
-                let matches = copy.is_some_and(|copy| shown(&copy) == shown(&full));
-                let checked = if matches {
-                    PlanTemplate {
-                        trust: Trust::Verified,
-                        ..template
-                    }
+                let checked = if copy.is_some_and(|copy| shown(&copy) == shown(&full)) {
+                    template.trusted(Trust::Verified)
                 } else if mismatches + 1 >= MISMATCHES_MAX {
-                    PlanTemplate {
-                        trust: Trust::Refused,
-                        ..template
-                    }
-                } else if reusable_values(&binding.values) {
-                    PlanTemplate {
-                        plan: full.clone(),
-                        values: binding.values.clone(),
-                        trust: Trust::Unverified {
-                            mismatches: mismatches + 1,
-                        },
-                    }
+                    template.trusted(Trust::Refused)
                 } else {
-                    PlanTemplate {
-                        trust: Trust::Unverified {
-                            mismatches: mismatches + 1,
-                        },
-                        ..template
-                    }
+                    // The next check starts from this statement's plan: the first one's values
+                    // may have chosen an access most of the shape's statements do not.
+                    PlanTemplate::of(full.clone(), binding.values.clone(), mismatches + 1)?
                 };
                 templates.insert(binding.key.clone(), version, checked);
                 Ok(full)
             }
         }
+    }
+}
+
+impl PlanTemplate {
+    /// `plan`, made for `values`, kept for checking (after `mismatches` failed checks), or
+    /// refused at once when no copy of it could be made: its values are not distinct and
+    /// non-null, or it is not a plan [`copyable`] knows how to copy.
+    fn of(
+        plan: Arc<dyn ExecutionPlan>,
+        values: Arc<[ScalarValue]>,
+        mismatches: u8,
+    ) -> Result<Self> {
+        let trust = if reusable_values(&values) && copyable(&plan, &values)? {
+            Trust::Unverified { mismatches }
+        } else {
+            Trust::Refused
+        };
+        Ok(PlanTemplate {
+            plan,
+            values,
+            trust,
+        })
+    }
+
+    fn trusted(self, trust: Trust) -> Self {
+        PlanTemplate { trust, ..self }
     }
 }
 
@@ -234,18 +237,16 @@ struct Copier<'a> {
 }
 
 impl Copier<'_> {
-    /// A copy of `node` and its inputs for the new values; `None` where they cannot be copied.
+    /// A copy of `node` and its inputs for the new values (`node` being part of a plan
+    /// [`copyable`] accepted); `None` when the new access does not serve.
     fn copy(&mut self, node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
         if let Some(scan) = node.downcast_ref::<DatasetScanExec>() {
             let Some(access) = self.access.take() else {
-                return Ok(None); // a second scan
+                return Ok(None); // a second scan: `copyable` refuses such plans
             };
             return Ok(scan
                 .rebound(access)
                 .map(|scan| Arc::new(scan) as Arc<dyn ExecutionPlan>));
-        }
-        if !copies_as_is(node) || holds_dynamic_filter(node)? {
-            return Ok(None);
         }
         let mut children = Vec::with_capacity(node.children().len());
         for child in node.children() {
@@ -264,9 +265,6 @@ impl Copier<'_> {
                     .build()?;
                 return Ok(Some(Arc::new(filter)));
             }
-        } else if self.holds_old_value(node)? {
-            // Only a filter's literals are replaced; a value elsewhere is not copied.
-            return Ok(None);
         }
         // The children display and partition as the template's did, so the node's own
         // properties stand; resetting drops what an earlier run left (a top-k's filter).
@@ -295,21 +293,47 @@ impl Copier<'_> {
             })
         })?)
     }
+}
 
-    /// Whether an expression of `node` holds a literal equal to an old value.
-    fn holds_old_value(&self, node: &Arc<dyn ExecutionPlan>) -> Result<bool> {
-        expressions_hold(node, &[], |expression| {
-            expression
-                .downcast_ref::<Literal>()
-                .is_some_and(|literal| self.old.contains(literal.value()))
+/// Whether a copy of `plan` (made for `values`) can be made for other values: one dataset
+/// scan under nodes [`copies_as_is`] accepts, none of them holding a dynamic filter another
+/// operator fills, and no value but in a filter's predicate (the one place copies replace
+/// them). Checked once per kept plan; what depends on the new values is the copy's to check.
+fn copyable(plan: &Arc<dyn ExecutionPlan>, values: &[ScalarValue]) -> Result<bool> {
+    let mut scans = 0;
+    let mut copyable = true;
+    plan.apply(|node| {
+        let fits = if node.is::<DatasetScanExec>() {
+            scans += 1;
+            true
+        } else {
+            copies_as_is(node)
+                && !holds_dynamic_filter(node)?
+                && (node.is::<FilterExec>() || !holds_value(node, values)?)
+        };
+        copyable &= fits;
+        Ok(if fits {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
         })
-    }
+    })?;
+    Ok(copyable && scans == 1)
+}
+
+/// Whether an expression of `node` holds a literal equal to one of `values`.
+fn holds_value(node: &Arc<dyn ExecutionPlan>, values: &[ScalarValue]) -> DataFusionResult<bool> {
+    expressions_hold(node, &[], |expression| {
+        expression
+            .downcast_ref::<Literal>()
+            .is_some_and(|literal| values.contains(literal.value()))
+    })
 }
 
 /// Whether `node` holds a dynamic filter, or makes one that resetting it does not renew. A
 /// top-k's own filter is renewed; any other belongs to the operator that fills it as the
 /// plan runs.
-fn holds_dynamic_filter(node: &Arc<dyn ExecutionPlan>) -> Result<bool> {
+fn holds_dynamic_filter(node: &Arc<dyn ExecutionPlan>) -> DataFusionResult<bool> {
     let produced = node.dynamic_expressions_produced();
     if !produced.is_empty() && !node.is::<SortExec>() {
         return Ok(true);
@@ -327,7 +351,7 @@ fn expressions_hold(
     node: &Arc<dyn ExecutionPlan>,
     skipped: &[Arc<dyn PhysicalExpr>],
     test: impl Fn(&dyn PhysicalExpr) -> bool,
-) -> Result<bool> {
+) -> DataFusionResult<bool> {
     let mut found = false;
     node.apply_expressions(&mut |expression| {
         let is_skipped = skipped.iter().any(|skip| Arc::ptr_eq(skip, expression));
