@@ -100,6 +100,15 @@ pub enum AccessOverride {
 }
 
 impl AccessOverride {
+    /// The override `config` sets (`cairn.access_path`); none when it is unset or unknown.
+    pub fn of(config: &datafusion::common::config::ConfigOptions) -> Self {
+        config
+            .extensions
+            .get::<CairnOptions>()
+            .and_then(|options| AccessOverride::parse(&options.access_path).ok())
+            .unwrap_or(AccessOverride::Auto)
+    }
+
     pub fn parse(value: &str) -> Result<Self, String> {
         match value.to_ascii_lowercase().as_str() {
             "auto" => Ok(AccessOverride::Auto),

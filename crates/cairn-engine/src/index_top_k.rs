@@ -9,7 +9,7 @@
 //! qualify: an index leaves out rows whose field is null, and
 //! a required field has none, so the ordered scan returns every row.
 
-use crate::access_path::{AccessOverride, CairnOptions, top_k_walks};
+use crate::access_path::{AccessOverride, top_k_walks};
 use crate::scan_exec::DatasetScanExec;
 use cairn_storage::IndexKind;
 use datafusion::arrow::compute::SortOptions;
@@ -37,11 +37,7 @@ impl PhysicalOptimizerRule for IndexTopK {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let forced = config
-            .extensions
-            .get::<CairnOptions>()
-            .and_then(|o| AccessOverride::parse(&o.access_path).ok())
-            .unwrap_or(AccessOverride::Auto);
+        let forced = AccessOverride::of(config);
         if forced == AccessOverride::FullScan {
             return Ok(plan);
         }

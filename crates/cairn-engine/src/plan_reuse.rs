@@ -14,14 +14,15 @@
 //! - the plan is made of nodes this knows how to copy (one dataset scan; filters,
 //!   projections, aggregates without a dynamic filter, sorts, limits, coalescing), and no
 //!   expression in it holds a dynamic filter, whose state belongs to the plan it ran in;
-//! - the new access reaches rows the way the old one did (`DatasetScanExec::rebound`);
+//! - the new access reaches rows the way the old one did (`DatasetScanExec::rebound`; an
+//!   ordered walk is walked again only where planning would walk it for the new values);
 //! - the kept plan's values are distinct and not null, so that each literal equal to one of
 //!   them is that parameter;
 //! - the shape has been verified: the copy made for its second statement displayed exactly
 //!   as the plan planned in full for that statement. Until then its statements are planned in
 //!   full, and a shape whose copies differ [`MISMATCHES_MAX`] times is always planned in full.
 
-use crate::access_path::{Access, CairnOptions};
+use crate::access_path::{Access, AccessOverride, CairnOptions};
 use crate::database::Database;
 use crate::error::Result;
 use crate::scan_exec::DatasetScanExec;
@@ -194,6 +195,7 @@ fn copy_for(
         old: &template.values,
         new: values,
         access: Some(access),
+        forced: AccessOverride::of(state.config_options()),
     };
     let copy = copier.copy(&template.plan)?;
     // The logical plan's one scan must have been the physical plan's one scan.
@@ -234,6 +236,8 @@ struct Copier<'a> {
     new: &'a [ScalarValue],
     /// The scan's new access, taken by the one scan the copy meets.
     access: Option<Access>,
+    /// The session's access override, which decides whether a top-k walks an index.
+    forced: AccessOverride,
 }
 
 impl Copier<'_> {
@@ -245,7 +249,7 @@ impl Copier<'_> {
                 return Ok(None); // a second scan: `copyable` refuses such plans
             };
             return Ok(scan
-                .rebound(access)
+                .rebound(access, self.forced)
                 .map(|scan| Arc::new(scan) as Arc<dyn ExecutionPlan>));
         }
         let mut children = Vec::with_capacity(node.children().len());

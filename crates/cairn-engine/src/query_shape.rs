@@ -5,17 +5,25 @@
 //!
 //! Only literals whose meaning does not depend on where they stand are taken: an operand of a
 //! comparison (`=`, `<>`, `<`, `<=`, `>`, `>=`) or a bound of `BETWEEN` whose other side is
-//! not itself a literal, in a condition that is one of the top-level `AND`ed conjuncts. A
-//! literal in the select list names its column, one in `LIMIT`, a field access or a function
-//! argument may decide the plan's shape, and one under `OR` or `NOT` may let the optimizer
-//! rewrite the condition: all of those stay in the shape.
+//! not itself a literal, and the search word of a text search (`contains_word(text, 'w')`,
+//! `edit_distance_contains(text, 'w', k)`) whose text is not a literal, in a condition that is
+//! one of the top-level `AND`ed conjuncts. A literal in the select list names its column, one
+//! in `LIMIT`, a field access or another function's argument may decide the plan's shape, and
+//! one under `OR` or `NOT` may let the optimizer rewrite the condition: all of those stay in
+//! the shape.
 
-use datafusion::arrow::datatypes::{DataType as ArrowType, TimeUnit};
+use crate::functions::text::{SEARCH_WORD_ARGUMENT, WORD_SEARCH_FUNCTIONS};
+use datafusion::arrow::datatypes::{DataType as ArrowType, Field as ArrowField, TimeUnit};
+use datafusion::common::Result as DataFusionResult;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::logical_expr::{Expr as LogicalExpr, LogicalPlan};
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, DataType as SqlType, Expr, JoinConstraint, JoinOperator, Query, SetExpr,
-    Statement, TableFactor, TableWithJoins, TimezoneInfo, TypedString, Value, ValueWithSpan,
+    BinaryOperator, DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, JoinConstraint, JoinOperator, Query, SetExpr, Statement, TableFactor,
+    TableWithJoins, TimezoneInfo, TypedString, Value, ValueWithSpan,
 };
+use std::sync::Arc;
 
 /// A literal taken out of a query: its value, typed as DataFusion's SQL planner would type it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +43,8 @@ pub(crate) enum LiteralKind {
     Date,
 }
 
-/// A query with its comparison literals replaced by `$1`, `$2`, ..., and those literals.
+/// A query with its comparison literals and search words replaced by `$1`, `$2`, ..., and
+/// those literals.
 #[derive(Debug, Clone)]
 pub(crate) struct QueryShape {
     pub(crate) statement: Statement,
@@ -195,8 +204,85 @@ fn take_from_conjuncts(condition: &mut Expr, literals: &mut Vec<TakenLiteral>) {
                 }
             }
         }
+        Expr::Function(function) => {
+            if let Some(word) = search_word(function)
+                && let Some(literal) = literal_of(word)
+                && literal.kind == LiteralKind::Text
+            {
+                take(word, literal, literals);
+            }
+        }
         _ => {}
     }
+}
+
+/// The search word argument of `function` when it is a plain call (no `DISTINCT`, `FILTER`,
+/// `OVER` or named arguments) of one of [`WORD_SEARCH_FUNCTIONS`] whose text, its first
+/// argument, is not a literal: with both literal, the optimizer would fold the call.
+fn search_word(function: &mut Function) -> Option<&mut Expr> {
+    let name = match function.name.0.as_slice() {
+        [part] => {
+            let ident = part.as_ident()?;
+            // As DataFusion resolves it: unquoted names are lowercased.
+            match ident.quote_style {
+                None => ident.value.to_ascii_lowercase(),
+                Some(_) => ident.value.clone(),
+            }
+        }
+        _ => return None,
+    };
+    let plain = function.filter.is_none()
+        && function.over.is_none()
+        && function.null_treatment.is_none()
+        && function.within_group.is_empty()
+        && matches!(function.parameters, FunctionArguments::None);
+    if !plain || !WORD_SEARCH_FUNCTIONS.contains(&name.as_str()) {
+        return None;
+    }
+    let FunctionArguments::List(list) = &mut function.args else {
+        return None;
+    };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return None;
+    }
+    let mut arguments = list.args.iter_mut().map(|argument| match argument {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Some(expr),
+        _ => None,
+    });
+    let text = arguments.next()??;
+    if literal_of(text).is_some() {
+        return None;
+    }
+    arguments.nth(SEARCH_WORD_ARGUMENT - 1)?
+}
+
+/// `plan` with the parameters the shape took out of text searches typed as text.
+/// DataFusion infers a parameter's type from the other side of a comparison, but not from a
+/// function's arguments, and would cast an untyped one to the type the function asks for:
+/// the bound plan would then hold the word under a cast, where no text index recognizes it.
+pub(crate) fn with_search_words_typed(plan: LogicalPlan) -> DataFusionResult<LogicalPlan> {
+    // Only conditions hold such parameters, so no node's schema changes with their type.
+    let typed = plan.transform_up_with_subqueries(|node| {
+        node.map_expressions(|expression| {
+            expression.transform_up(|mut part| {
+                let LogicalExpr::ScalarFunction(call) = &mut part else {
+                    return Ok(Transformed::no(part));
+                };
+                if !WORD_SEARCH_FUNCTIONS.contains(&call.func.name()) {
+                    return Ok(Transformed::no(part));
+                }
+                match call.args.get_mut(SEARCH_WORD_ARGUMENT) {
+                    Some(LogicalExpr::Placeholder(word)) if word.field.is_none() => {
+                        let field = ArrowField::new(word.id.clone(), ArrowType::Utf8, true);
+                        word.field = Some(Arc::new(field));
+                        Ok(Transformed::yes(part))
+                    }
+                    _ => Ok(Transformed::no(part)),
+                }
+            })
+        })
+    })?;
+    Ok(typed.data)
 }
 
 fn is_comparison(op: &BinaryOperator) -> bool {
@@ -331,6 +417,43 @@ mod tests {
         // A statement with parameters of its own is left alone.
         assert!(shape("SELECT * FROM t WHERE a = $1 AND b = 2").is_none());
         assert!(shape("INSERT INTO t VALUES (1)").is_none());
+    }
+
+    #[test]
+    fn search_words_become_parameters_where_the_text_is_not_a_literal() {
+        let a = shape(
+            "SELECT t FROM c WHERE contains_word(c.body, 'Kindle') \
+             AND Edit_Distance_Contains(body, 'Galaxy', 1) ORDER BY t DESC LIMIT 10",
+        )
+        .unwrap();
+        let b = shape(
+            "SELECT t FROM c WHERE contains_word(c.body, 'Lumia') \
+             AND Edit_Distance_Contains(body, 'XPeria', 1) ORDER BY t DESC LIMIT 10",
+        )
+        .unwrap();
+        assert_eq!(a.key, b.key);
+        assert!(a.key.contains("contains_word(c.body, $1)"), "{}", a.key);
+        // The edit distance decides which grams the index needs: it stays.
+        assert!(
+            a.key.contains("Edit_Distance_Contains(body, $2, 1)"),
+            "{}",
+            a.key
+        );
+        assert_eq!(
+            a.literals[1].value,
+            ScalarValue::Utf8(Some("Galaxy".into()))
+        );
+        assert_eq!(a.literals[1].kind, LiteralKind::Text);
+        // A literal text, a quoted name DataFusion would not resolve to the function, another
+        // function, or a search under NOT keeps its word.
+        for kept in [
+            "SELECT 1 FROM c WHERE contains_word('a b', 'a')",
+            "SELECT 1 FROM c WHERE \"Contains_Word\"(body, 'a')",
+            "SELECT 1 FROM c WHERE starts_with(body, 'a')",
+            "SELECT 1 FROM c WHERE NOT contains_word(body, 'a')",
+        ] {
+            assert!(shape(kept).is_none(), "{kept}");
+        }
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! and filters are planned from real figures.
 
 use crate::access_path::{
-    Access, DisplayRange, FetchSpread, IndexAccess, Lookup, LookupBy, NearestRows, SpatialAccess,
-    TextAccess,
+    Access, AccessOverride, DisplayRange, FetchSpread, IndexAccess, Lookup, LookupBy, NearestRows,
+    SpatialAccess, TextAccess, top_k_walks,
 };
 use crate::applied_filter::AppliedFilterEstimates;
 use crate::batch_handoff::BatchHandoff;
@@ -305,17 +305,12 @@ impl DatasetScanExec {
         descending: bool,
         limit: usize,
     ) -> Result<Self> {
-        let within = match &self.access {
-            Access::Text(text) => Some(text.clone()),
-            Access::Full { text, .. } => text.clone(),
-            _ => None,
-        };
         self.with_access(Access::Ordered {
             index: index.to_string(),
             field: field.to_string(),
             descending,
             limit,
-            within,
+            within: walk_confined_by(&self.access),
         })
     }
 
@@ -333,11 +328,45 @@ impl DatasetScanExec {
     /// The same scan reaching its rows by `access`, chosen anew for other values of the same
     /// filters (plan_reuse.rs), when that leaves everything above the scan as planned: the
     /// same kind of access through the same index, the same partitions, and, for a full
-    /// scan, as many conditions applied. `None` otherwise, and for a scan an optimizer rule
-    /// reshaped beyond what the filters choose (an ordered walk, a join's lookup) or that
-    /// takes another operator's runtime filters, whose state belongs to the plan it ran in.
-    pub(crate) fn rebound(&self, access: Access) -> Option<DatasetScanExec> {
-        if !self.runtime_filters.is_empty() || !same_reach(&self.access, &access) {
+    /// scan, as many conditions applied. An ordered walk (index_top_k.rs) is taken again when
+    /// the new access makes the walk pay as planning would find ([`top_k_walks`], with the
+    /// access override `forced`), along the same index and within the same text index's
+    /// candidates. `None` otherwise, and for a scan an optimizer rule reshaped beyond that (a
+    /// join's lookup) or that takes another operator's runtime filters, whose state belongs
+    /// to the plan it ran in.
+    pub(crate) fn rebound(
+        &self,
+        access: Access,
+        forced: AccessOverride,
+    ) -> Option<DatasetScanExec> {
+        if !self.runtime_filters.is_empty() {
+            return None;
+        }
+        if let Access::Ordered {
+            index,
+            field,
+            descending,
+            limit,
+            ..
+        } = &self.access
+        {
+            let live_rows = self.dataset.live_rows();
+            if !top_k_walks(&access, field, live_rows, *limit, forced) {
+                return None;
+            }
+            let walk = Access::Ordered {
+                index: index.clone(),
+                field: field.clone(),
+                descending: *descending,
+                limit: *limit,
+                within: walk_confined_by(&access),
+            };
+            if !same_reach(&self.access, &walk) {
+                return None;
+            }
+            return self.with_access(walk).ok();
+        }
+        if !same_reach(&self.access, &access) {
             return None;
         }
         let rebound = DatasetScanExec {
@@ -763,6 +792,26 @@ fn plan_properties(access: &Access, schema: SchemaRef, partitions: usize) -> Pla
 /// or partitioned read (so the same output partitions, and no ordering either way).
 fn same_reach(old: &Access, new: &Access) -> bool {
     let same_kind = match (old, new) {
+        (
+            Access::Ordered {
+                index,
+                field,
+                descending,
+                limit,
+                within,
+            },
+            Access::Ordered {
+                index: new_index,
+                field: new_field,
+                descending: new_descending,
+                limit: new_limit,
+                within: new_within,
+            },
+        ) => {
+            (index, field, descending, limit) == (new_index, new_field, new_descending, new_limit)
+                && within.as_ref().map(|text| &text.index)
+                    == new_within.as_ref().map(|text| &text.index)
+        }
         (Access::Full { .. }, Access::Full { .. }) | (Access::Key(_), Access::Key(_)) => true,
         (Access::Index(old), Access::Index(new)) => old.index == new.index,
         (Access::Text(old), Access::Text(new)) => old.index == new.index,
@@ -775,6 +824,17 @@ fn same_reach(old: &Access, new: &Access) -> bool {
         _ => false,
     };
     same_kind && reads_inline(old) == reads_inline(new)
+}
+
+/// The text index candidates an ordered walk replacing a scan by `access` is confined to:
+/// those of the text index the scan reads by, or that a full scan found naming the fewest
+/// rows.
+fn walk_confined_by(access: &Access) -> Option<TextAccess> {
+    match access {
+        Access::Text(text) => Some(text.clone()),
+        Access::Full { text, .. } => text.clone(),
+        _ => None,
+    }
 }
 
 /// Whether a scan reads its rows on the polling thread in one stream instead of a blocking

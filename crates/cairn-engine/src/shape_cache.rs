@@ -1,6 +1,6 @@
 //! The plan cache for queries sent as text (ARCHITECTURE §7, short-query path; BigFUN lesson
 //! L6): a query is planned and optimized once per shape (query_shape.rs), with its comparison
-//! literals as parameters; each statement of that shape binds its own values into the
+//! literals and search words as parameters; each statement of that shape binds its own values into the
 //! optimized plan and goes straight to physical planning. Access paths are chosen there, from
 //! the bound values, so a cached plan never fixes an index choice made for other values.
 //!
@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::plan_map::PlanMap;
 use crate::plan_reuse::PlanTemplate;
 use crate::prepared::positional_parameter_types;
-use crate::query_shape::QueryShape;
+use crate::query_shape::{QueryShape, with_search_words_typed};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::arrow::datatypes::DataType;
@@ -152,6 +152,9 @@ impl Database {
 async fn optimize_shape(state: &SessionState, shape: &QueryShape) -> ShapePlan {
     let statement = DfStatement::Statement(Box::new(shape.statement.clone()));
     let Ok(plan) = state.statement_to_plan(statement).await else {
+        return ShapePlan::Unplannable;
+    };
+    let Ok(plan) = with_search_words_typed(plan) else {
         return ShapePlan::Unplannable;
     };
     // Optimizing folds a function of the moment the statement runs (`now()`,

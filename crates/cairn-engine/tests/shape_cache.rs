@@ -333,3 +333,104 @@ async fn a_shape_reading_the_time_is_not_frozen_at_its_first_statement() {
     }
     assert!(seen[0] < seen[1] && seen[1] < seen[2], "{seen:?}");
 }
+
+/// Posts whose bodies hold words of three frequencies: `w0`..`w6` (one post in 7 each),
+/// `m0`..`m49` (one in 50) and `r0`..`r3999` (five posts each), with a keyword index, a
+/// 2-gram index and a btree on the time they were sent.
+async fn posts(dir: &std::path::Path) -> Database {
+    let db = Database::open(dir, Default::default()).unwrap();
+    db.execute_script(
+        "CREATE TYPE PostType AS { id: int64, at: datetime, body: string };
+         CREATE DATASET Posts(PostType) PRIMARY KEY id WITH (partitions = 2);",
+    )
+    .await
+    .unwrap();
+    let records: Vec<String> = (0..ROWS)
+        .map(|id| {
+            let second = (id * 7919) % ROWS;
+            format!(
+                r#"{{"id": {id}, "at": "2020-01-01T{:02}:{:02}:{:02}", "body": "Post {id}: W{} m{} r{}"}}"#,
+                second / 3600,
+                second / 60 % 60,
+                second % 60,
+                id % 7,
+                id % 50,
+                id % 4_000
+            )
+        })
+        .collect();
+    for chunk in records.chunks(2_000) {
+        db.sql(&format!("INSERT INTO Posts [{}]", chunk.join(", ")))
+            .await
+            .unwrap();
+    }
+    db.storage().flush("Posts").unwrap();
+    db.execute_script(
+        "CREATE INDEX posts_at ON Posts(at);
+         CREATE INDEX posts_words ON Posts(body) TYPE KEYWORD;
+         CREATE INDEX posts_grams ON Posts(body) TYPE NGRAM(2);",
+    )
+    .await
+    .unwrap();
+    db
+}
+
+fn latest_with_word(word: &str) -> String {
+    format!("SELECT id, at FROM Posts WHERE contains_word(body, '{word}') ORDER BY at DESC LIMIT 5")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_search_shape_takes_its_word_as_a_parameter_and_copies_its_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = posts(dir.path()).await;
+    let mut statements = Vec::new();
+    for i in 0..60_usize {
+        let word = match i % 3 {
+            0 => format!("w{}", i % 7),
+            1 => format!("M{}", i % 50),
+            _ => format!("r{}", i * 37 % 4_000),
+        };
+        statements.push(latest_with_word(&word));
+        statements.push(format!(
+            "SELECT id FROM Posts WHERE edit_distance_contains(body, '{word}x', 1) \
+             AND id < {} ORDER BY at LIMIT 3",
+            i * 300
+        ));
+    }
+    db.sql("SET cairn.plan_by_shape = false").await.unwrap();
+    let mut expected = Vec::new();
+    for statement in &statements {
+        expected.push(rows(&db, statement).await);
+    }
+    db.sql("SET cairn.plan_by_shape = true").await.unwrap();
+    for (statement, expected) in statements.iter().zip(&expected) {
+        assert_eq!(&rows(&db, statement).await, expected, "{statement}");
+    }
+    // One shape per query, whatever its word.
+    assert_eq!(db.shape_cache().len(), 2);
+    let reused = db.plans_reused();
+    assert!(
+        reused >= 30,
+        "only {reused} of 120 statements ran on a copy"
+    );
+    let found: usize = expected.iter().map(Vec::len).sum();
+    assert!(found > 300, "{found}");
+
+    // A frequent word's statement runs on a copy of the walk along `at`, within its own
+    // word's candidates; a rare word's reads its five posts through the keyword index.
+    let frequent = ran_with(&db, &latest_with_word("w5")).await;
+    assert!(frequent.contains("ordered index scan posts_at on at descending within the candidates of text index posts_words on body for word 'w5'"), "{frequent}");
+    assert!(frequent.contains("contains_word(body@2, w5)"), "{frequent}");
+    assert_eq!(db.plans_reused(), reused + 1);
+    let rare = ran_with(&db, &latest_with_word("r77")).await;
+    assert!(!rare.contains("ordered"), "{rare}");
+    assert!(
+        rare.contains("text index scan posts_words on body for word 'r77'"),
+        "{rare}"
+    );
+    assert_eq!(
+        rows(&db, &latest_with_word("r77")).await.len(),
+        5,
+        "r77 is in five posts"
+    );
+}

@@ -18,6 +18,16 @@ use std::sync::Arc;
 // functions accept.
 pub use cairn_storage::text_index::{lowercase, words};
 
+/// The functions whose second argument is a search word: `contains_word(text, word)` and
+/// `edit_distance_contains(text, word, k)`. Their result type does not depend on the word, and
+/// the plan of a query calling them does not either (the text index a scan reads by is chosen
+/// as it is planned, from the word): a query shape takes a literal word out as a parameter
+/// (query_shape.rs).
+pub(crate) const WORD_SEARCH_FUNCTIONS: [&str; 2] = ["contains_word", "edit_distance_contains"];
+
+/// Where a [`WORD_SEARCH_FUNCTIONS`] call takes its word.
+pub(crate) const SEARCH_WORD_ARGUMENT: usize = 1;
+
 /// Whether `token` equals `lowered_word` (already lowercased) ignoring case.
 fn equals_ignoring_case(token: &str, lowered_word: &str) -> bool {
     if token.is_ascii() && lowered_word.is_ascii() {
