@@ -736,15 +736,23 @@ pub fn top_k_walks(
         (_, AccessOverride::Index) => false,
         (_, AccessOverride::OrderedIndex) => true,
         (_, AccessOverride::Auto) => {
-            let estimated = access.estimated_rows().unwrap_or(live_rows).max(1) as f64;
-            let walked = limit as f64 * live_rows as f64 / estimated;
+            let estimated = access.estimated_rows().unwrap_or(live_rows).max(1);
             let fetched = match access {
-                Access::Text(_) => limit as f64 + walked / WALKED_ENTRIES_PER_FETCH,
-                _ => walked,
+                Access::Text(_) => walk_fetches(limit, live_rows, estimated),
+                _ => limit as f64 * live_rows as f64 / estimated as f64,
             };
-            fetched < estimated
+            fetched < estimated as f64
         }
     }
+}
+
+/// About how many rows a walk for `limit` rows confined to `candidates` of `live_rows` rows
+/// (a text index's) costs as fetches: the `limit` it returns, and the `limit · live_rows /
+/// candidates` entries it walks past, tested in the posting lists at a fraction of a fetch
+/// each ([`WALKED_ENTRIES_PER_FETCH`]).
+pub fn walk_fetches(limit: usize, live_rows: u64, candidates: u64) -> f64 {
+    let walked = limit as f64 * live_rows as f64 / candidates.max(1) as f64;
+    limit as f64 + walked / WALKED_ENTRIES_PER_FETCH
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use crate::access_path::{
     Access, AccessOverride, DisplayRange, FetchSpread, IndexAccess, Lookup, LookupBy, NearestRows,
-    SpatialAccess, TextAccess, top_k_walks,
+    SpatialAccess, TextAccess, top_k_walks, walk_fetches,
 };
 use crate::applied_filter::AppliedFilterEstimates;
 use crate::batch_handoff::BatchHandoff;
@@ -481,6 +481,9 @@ impl DatasetScanExec {
         if reads_inline(&self.access) {
             return self.inline_stream(readers);
         }
+        if let Some(walk) = self.inline_walk() {
+            return walk;
+        }
         if !self.runtime_filters.is_empty() {
             // Reading starts when the stream is first polled: a hash join polls its probe side
             // once its build side is in and the filter filled. Started at once, the reader
@@ -529,6 +532,67 @@ impl DatasetScanExec {
             properties: self.properties.clone(),
             metrics: self.metrics.clone(),
         }
+    }
+
+    /// The rows of an ordered walk [`walks_inline`] accepts, read a chunk at a time on the
+    /// thread that polls for them: the walk is short, and handing each chunk over from a
+    /// blocking thread cost a wake-up per chunk, which on a busy machine waits for a core.
+    /// `None` for any other scan.
+    fn inline_walk(&self) -> Option<SendableRecordBatchStream> {
+        if !walks_inline(&self.access, self.dataset.live_rows()) {
+            return None;
+        }
+        let Access::Ordered {
+            index,
+            descending,
+            limit,
+            within,
+            ..
+        } = self.access.clone()
+        else {
+            return None;
+        };
+        let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", 0);
+        let (dataset, projection) = (self.dataset.clone(), self.projection.clone());
+        let mut walk: Option<OrderedIndexScan> = None;
+        // The walk's candidates mostly pass the query's filter: the first chunk is the k.
+        let mut chunk = limit.clamp(1, ORDERED_CHUNK_ROWS_MAX);
+        let mut finished = false;
+        let chunks = std::iter::from_fn(move || {
+            if finished {
+                return None;
+            }
+            let _timer = read_time.timer();
+            let mut next_chunk = || -> Result<Option<RecordBatch>> {
+                let walk = match &mut walk {
+                    Some(walk) => walk,
+                    None => {
+                        let within = within
+                            .as_ref()
+                            .map(|text| (text.index.as_str(), &text.plan));
+                        let started = OrderedIndexScan::new(
+                            dataset.clone(),
+                            &index,
+                            descending,
+                            projection.clone(),
+                            within,
+                        )
+                        .map_err(storage_error)?;
+                        walk.insert(started)
+                    }
+                };
+                let batch = walk.next_batch(chunk).map_err(storage_error)?;
+                chunk = (chunk * 2).min(ORDERED_CHUNK_ROWS_MAX);
+                Ok(batch)
+            };
+            let next = next_chunk().transpose();
+            finished = !matches!(next, Some(Ok(_)));
+            next
+        });
+        Some(Box::pin(RecordBatchStreamAdapter::new(
+            self.read_schema(),
+            futures::stream::iter(chunks),
+        )))
     }
 
     /// Partition `partition`'s rows, read on a blocking thread started now.
@@ -834,6 +898,22 @@ fn walk_confined_by(access: &Access) -> Option<TextAccess> {
         Access::Text(text) => Some(text.clone()),
         Access::Full { text, .. } => text.clone(),
         _ => None,
+    }
+}
+
+/// Whether an ordered walk runs on the polling thread ([`DatasetScanExec::inline_walk`]): one
+/// confined to a text index's candidates that is expected to cost no more fetches than an
+/// index scan read inline reads rows (BigFUN Q10/Q11: the ten most recent chirps holding a
+/// word). A walk under a filter of unknown selectivity may read any share of the dataset: it
+/// keeps its blocking thread.
+fn walks_inline(access: &Access, live_rows: u64) -> bool {
+    match access {
+        Access::Ordered {
+            limit,
+            within: Some(text),
+            ..
+        } => walk_fetches(*limit, live_rows, text.estimated_rows) <= INLINE_SCAN_ROWS_MAX as f64,
+        _ => false,
     }
 }
 
@@ -1239,7 +1319,7 @@ impl DisplayAs for DatasetScanExec {
                 write!(f, " (stops at the limit)")?;
             }
         }
-        if reads_inline(&self.access) {
+        if reads_inline(&self.access) || walks_inline(&self.access, self.dataset.live_rows()) {
             write!(f, ", read inline")?;
         }
         let columns: Vec<String> = match &self.outputs {

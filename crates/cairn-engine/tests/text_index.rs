@@ -117,7 +117,7 @@ async fn text_indexes_agree_with_full_scans_under_random_writes() {
         )
     };
     // The walk passes over the rows the keyword index does not name, though the index was
-    // not worth reading whole.
+    // not worth reading whole; expected to fetch few rows, it runs on the polling thread.
     let plan = explain(&db, &newest("battery")).await;
     assert!(
         plan.contains(
@@ -126,6 +126,7 @@ async fn text_indexes_agree_with_full_scans_under_random_writes() {
         ),
         "{plan}"
     );
+    assert!(plan.contains("(stops at the limit), read inline"), "{plan}");
     // Similarity: within the ngram index's candidates, which the filter verifies.
     let similar_newest = |word: &str| {
         format!(
