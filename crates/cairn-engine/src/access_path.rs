@@ -181,6 +181,11 @@ impl Lookup {
             .collect()
     }
 
+    /// About how many rows looking up its keys fetches; none before the outer side ran.
+    pub fn expected_rows(&self) -> f64 {
+        self.values.len() as f64 * self.rows_per_key.max(1.0)
+    }
+
     /// The estimated cost of looking up `keys` keys, in scanned-row units.
     pub fn cost(&self, keys: f64) -> f64 {
         fetch_cost(keys * self.rows_per_key.max(1.0), self.inner)

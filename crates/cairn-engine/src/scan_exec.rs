@@ -707,7 +707,7 @@ impl DatasetScanExec {
         let access = self.access.clone();
         let projection = self.projection.clone();
         let narrowing = self.narrowing();
-        let helpers = match &access {
+        let expected_rows = match &access {
             Access::Index(IndexAccess {
                 estimated_rows: rows,
                 ..
@@ -715,8 +715,14 @@ impl DatasetScanExec {
             | Access::Full {
                 key_range_rows: Some(rows),
                 ..
-            } if *rows >= SHARED_INLINE_ROWS_MIN => readers.saturating_sub(1),
-            _ => 0,
+            } => *rows as f64,
+            Access::Lookup(lookup) => lookup.expected_rows(),
+            _ => 0.0,
+        };
+        let helpers = if expected_rows >= SHARED_INLINE_ROWS_MIN as f64 {
+            readers.saturating_sub(1)
+        } else {
+            0
         };
         // A key range's partitions are scanned, counting what they pruned and skipped as a
         // scan streamed by partition does (all under partition 0: there is one stream).
@@ -918,12 +924,18 @@ fn walks_inline(access: &Access, live_rows: u64) -> bool {
 }
 
 /// Whether a scan reads its rows on the polling thread in one stream instead of a blocking
-/// thread per partition: a key lookup, an index scan expected to read few rows, or a scan of
-/// a range of keys holding few.
+/// thread per partition: a key lookup, an index scan expected to read few rows, a join's
+/// lookup of keys expected to fetch few (BigFUN Q12–Q15-IX-S: a hundred users' messages),
+/// or a scan of a range of keys holding few.
 fn reads_inline(access: &Access) -> bool {
     match access {
         Access::Key(_) => true,
         Access::Index(index) => index.estimated_rows <= INLINE_SCAN_ROWS_MAX,
+        // In the plan, before the outer side ran, a lookup has no keys: it is planned as read
+        // per partition, and takes this path once the join hands it its keys.
+        Access::Lookup(lookup) => {
+            !lookup.values.is_empty() && lookup.expected_rows() <= INLINE_SCAN_ROWS_MAX as f64
+        }
         Access::Full {
             key_range_rows: Some(rows),
             ..
