@@ -13,42 +13,61 @@ use datafusion::physical_plan::displayable;
 
 const ROWS: i64 = 20_000;
 
-async fn fixture(dir: &std::path::Path) -> Database {
+/// `2020-01-01T..` at second `id × 7919 mod ROWS`: over the ids, a scrambled permutation of
+/// the day's first ROWS seconds.
+fn sent_at(id: i64) -> String {
+    let second = (id * 7919) % ROWS;
+    format!(
+        "2020-01-01T{:02}:{:02}:{:02}",
+        second / 3600,
+        second / 60 % 60,
+        second % 60
+    )
+}
+
+/// A database where `ddl` created `dataset`, holding the ROWS records `record` makes of the
+/// ids (on disk), with the indexes `indexes` creates.
+async fn loaded(
+    dir: &std::path::Path,
+    ddl: &str,
+    dataset: &str,
+    record: impl Fn(i64) -> String,
+    indexes: &str,
+) -> Database {
     let db = Database::open(dir, Default::default()).unwrap();
-    db.execute_script(
+    db.execute_script(ddl).await.unwrap();
+    let records: Vec<String> = (0..ROWS).map(record).collect();
+    for chunk in records.chunks(2_000) {
+        db.sql(&format!("INSERT INTO {dataset} [{}]", chunk.join(", ")))
+            .await
+            .unwrap();
+    }
+    db.storage().flush(dataset).unwrap();
+    db.execute_script(indexes).await.unwrap();
+    db
+}
+
+async fn fixture(dir: &std::path::Path) -> Database {
+    loaded(
+        dir,
         "CREATE TYPE SenderType AS { screen_name: string, followers: int32 };
          CREATE TYPE ChirpType AS { id: int64, at: datetime, sender: SenderType, score: double,
                                     text: string, day: date };
          CREATE DATASET Chirps(ChirpType) PRIMARY KEY id WITH (partitions = 2);",
-    )
-    .await
-    .unwrap();
-    let records: Vec<String> = (0..ROWS)
-        .map(|id| {
-            // `at` is a scrambled permutation of the ids, one second apart.
-            let second = (id * 7919) % ROWS;
+        "Chirps",
+        |id| {
             format!(
-                r#"{{"id": {id}, "at": "2020-01-01T{:02}:{:02}:{:02}", "sender": {{"screen_name": "user{}", "followers": {}}}, "score": {}.5, "text": "chirp {id}", "day": "2020-02-{:02}"}}"#,
-                second / 3600,
-                second / 60 % 60,
-                second % 60,
+                r#"{{"id": {id}, "at": "{}", "sender": {{"screen_name": "user{}", "followers": {}}}, "score": {}.5, "text": "chirp {id}", "day": "2020-02-{:02}"}}"#,
+                sent_at(id),
                 id % 97,
                 id % 1000,
                 id % 50,
                 id % 28 + 1
             )
-        })
-        .collect();
-    for chunk in records.chunks(2_000) {
-        db.sql(&format!("INSERT INTO Chirps [{}]", chunk.join(", ")))
-            .await
-            .unwrap();
-    }
-    db.storage().flush("Chirps").unwrap();
-    db.sql("CREATE INDEX chirps_at ON Chirps(at)")
-        .await
-        .unwrap();
-    db
+        },
+        "CREATE INDEX chirps_at ON Chirps(at)",
+    )
+    .await
 }
 
 /// The statement's rows as sorted lines, planned by shape and planned in full.
@@ -338,41 +357,25 @@ async fn a_shape_reading_the_time_is_not_frozen_at_its_first_statement() {
 /// `m0`..`m49` (one in 50) and `r0`..`r3999` (five posts each), with a keyword index, a
 /// 2-gram index and a btree on the time they were sent.
 async fn posts(dir: &std::path::Path) -> Database {
-    let db = Database::open(dir, Default::default()).unwrap();
-    db.execute_script(
+    loaded(
+        dir,
         "CREATE TYPE PostType AS { id: int64, at: datetime, body: string };
          CREATE DATASET Posts(PostType) PRIMARY KEY id WITH (partitions = 2);",
-    )
-    .await
-    .unwrap();
-    let records: Vec<String> = (0..ROWS)
-        .map(|id| {
-            let second = (id * 7919) % ROWS;
+        "Posts",
+        |id| {
             format!(
-                r#"{{"id": {id}, "at": "2020-01-01T{:02}:{:02}:{:02}", "body": "Post {id}: W{} m{} r{}"}}"#,
-                second / 3600,
-                second / 60 % 60,
-                second % 60,
+                r#"{{"id": {id}, "at": "{}", "body": "Post {id}: W{} m{} r{}"}}"#,
+                sent_at(id),
                 id % 7,
                 id % 50,
                 id % 4_000
             )
-        })
-        .collect();
-    for chunk in records.chunks(2_000) {
-        db.sql(&format!("INSERT INTO Posts [{}]", chunk.join(", ")))
-            .await
-            .unwrap();
-    }
-    db.storage().flush("Posts").unwrap();
-    db.execute_script(
+        },
         "CREATE INDEX posts_at ON Posts(at);
          CREATE INDEX posts_words ON Posts(body) TYPE KEYWORD;
          CREATE INDEX posts_grams ON Posts(body) TYPE NGRAM(2);",
     )
     .await
-    .unwrap();
-    db
 }
 
 fn latest_with_word(word: &str) -> String {
