@@ -717,6 +717,8 @@ impl DatasetScanExec {
                 ..
             } => *rows as f64,
             Access::Lookup(lookup) => lookup.expected_rows(),
+            Access::Text(TextAccess { estimated_rows, .. })
+            | Access::Spatial(SpatialAccess { estimated_rows, .. }) => *estimated_rows as f64,
             _ => 0.0,
         };
         let helpers = if expected_rows >= SHARED_INLINE_ROWS_MIN as f64 {
@@ -924,9 +926,10 @@ fn walks_inline(access: &Access, live_rows: u64) -> bool {
 }
 
 /// Whether a scan reads its rows on the polling thread in one stream instead of a blocking
-/// thread per partition: a key lookup, an index scan expected to read few rows, a join's
-/// lookup of keys expected to fetch few (BigFUN Q12–Q15-IX-S: a hundred users' messages),
-/// or a scan of a range of keys holding few.
+/// thread per partition: a key lookup, an index scan expected to read few rows (a btree's
+/// range, a text index's candidates, an rtree's boxes: BigFUN Q9-S's hundred chirps near a
+/// point), a join's lookup of keys expected to fetch few (Q12–Q15-IX-S: a hundred users'
+/// messages), or a scan of a range of keys holding few.
 fn reads_inline(access: &Access) -> bool {
     match access {
         Access::Key(_) => true,
@@ -935,6 +938,13 @@ fn reads_inline(access: &Access) -> bool {
         // per partition, and takes this path once the join hands it its keys.
         Access::Lookup(lookup) => {
             !lookup.values.is_empty() && lookup.expected_rows() <= INLINE_SCAN_ROWS_MAX as f64
+        }
+        Access::Text(text) => text.estimated_rows <= INLINE_SCAN_ROWS_MAX,
+        // A spatial join's inner scan gets its boxes, or its nearest rows, as the join runs.
+        Access::Spatial(spatial) => {
+            !spatial.queries.is_empty()
+                && spatial.nearest.is_none()
+                && spatial.estimated_rows <= INLINE_SCAN_ROWS_MAX
         }
         Access::Full {
             key_range_rows: Some(rows),

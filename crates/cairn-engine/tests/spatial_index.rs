@@ -51,6 +51,8 @@ async fn rtree_scans_agree_with_full_scans_under_random_writes() {
         plan.contains("access=rtree scan places_at on at meeting box [48, 48, 52, 52]"),
         "{plan}"
     );
+    // A few rows: read by the thread that polls the scan, not a blocking thread a partition.
+    assert!(plan.contains("read inline"), "{plan}");
     let large = "SELECT id FROM Places WHERE spatial_intersect(at, circle(point(50, 50), 80))";
     assert!(explain(&db, large).await.contains("access=full scan"));
     let areas = "SELECT id FROM Places WHERE spatial_intersect(area, rectangle(point(10, 10), point(12, 13)))";

@@ -144,6 +144,7 @@ async fn text_indexes_agree_with_full_scans_under_random_writes() {
         plan.contains("text index scan notes_words") && !plan.contains("ordered index scan"),
         "{plan}"
     );
+    assert!(plan.contains("read inline"), "{plan}");
     for word in ["battery", "xperia", "galaxy"] {
         assert_eq!(checked(&db, &newest(word)).await.len(), 10, "{word}");
     }
