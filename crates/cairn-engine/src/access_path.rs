@@ -100,13 +100,13 @@ pub enum AccessOverride {
 }
 
 impl AccessOverride {
-    /// The override `config` sets (`cairn.access_path`); none when it is unset or unknown.
-    pub fn of(config: &datafusion::common::config::ConfigOptions) -> Self {
-        config
-            .extensions
-            .get::<CairnOptions>()
-            .and_then(|options| AccessOverride::parse(&options.access_path).ok())
-            .unwrap_or(AccessOverride::Auto)
+    /// The override `config` sets (`cairn.access_path`; none where Cairn's options are not
+    /// registered), or the message naming an unknown value.
+    pub fn of(config: &datafusion::common::config::ConfigOptions) -> Result<Self, String> {
+        match config.extensions.get::<CairnOptions>() {
+            Some(options) => AccessOverride::parse(&options.access_path),
+            None => Ok(AccessOverride::Auto),
+        }
     }
 
     pub fn parse(value: &str) -> Result<Self, String> {

@@ -15,7 +15,7 @@ use cairn_storage::IndexKind;
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -37,7 +37,7 @@ impl PhysicalOptimizerRule for IndexTopK {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let forced = AccessOverride::of(config);
+        let forced = AccessOverride::of(config).map_err(DataFusionError::Plan)?;
         if forced == AccessOverride::FullScan {
             return Ok(plan);
         }

@@ -188,6 +188,10 @@ fn copy_for(
     if values.len() != template.values.len() {
         return Ok(None);
     }
+    // An unknown override is the full planning's to report.
+    let Ok(forced) = AccessOverride::of(state.config_options()) else {
+        return Ok(None);
+    };
     let Some(access) = scan_access(logical, state)? else {
         return Ok(None);
     };
@@ -195,7 +199,7 @@ fn copy_for(
         old: &template.values,
         new: values,
         access: Some(access),
-        forced: AccessOverride::of(state.config_options()),
+        forced,
     };
     let copy = copier.copy(&template.plan)?;
     // The logical plan's one scan must have been the physical plan's one scan.

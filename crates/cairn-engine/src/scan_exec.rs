@@ -342,30 +342,28 @@ impl DatasetScanExec {
         if !self.runtime_filters.is_empty() {
             return None;
         }
-        if let Access::Ordered {
-            index,
-            field,
-            descending,
-            limit,
-            ..
-        } = &self.access
-        {
-            let live_rows = self.dataset.live_rows();
-            if !top_k_walks(&access, field, live_rows, *limit, forced) {
-                return None;
+        let access = match &self.access {
+            Access::Ordered {
+                index,
+                field,
+                descending,
+                limit,
+                ..
+            } => {
+                let live_rows = self.dataset.live_rows();
+                if !top_k_walks(&access, field, live_rows, *limit, forced) {
+                    return None;
+                }
+                Access::Ordered {
+                    index: index.clone(),
+                    field: field.clone(),
+                    descending: *descending,
+                    limit: *limit,
+                    within: walk_confined_by(&access),
+                }
             }
-            let walk = Access::Ordered {
-                index: index.clone(),
-                field: field.clone(),
-                descending: *descending,
-                limit: *limit,
-                within: walk_confined_by(&access),
-            };
-            if !same_reach(&self.access, &walk) {
-                return None;
-            }
-            return self.with_access(walk).ok();
-        }
+            _ => access,
+        };
         if !same_reach(&self.access, &access) {
             return None;
         }
@@ -539,9 +537,6 @@ impl DatasetScanExec {
     /// blocking thread cost a wake-up per chunk, which on a busy machine waits for a core.
     /// `None` for any other scan.
     fn inline_walk(&self) -> Option<SendableRecordBatchStream> {
-        if !walks_inline(&self.access, self.dataset.live_rows()) {
-            return None;
-        }
         let Access::Ordered {
             index,
             descending,
@@ -552,40 +547,19 @@ impl DatasetScanExec {
         else {
             return None;
         };
-        let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", 0);
+        if !walks_inline(&self.access, self.dataset.live_rows()) {
+            return None;
+        }
         let (dataset, projection) = (self.dataset.clone(), self.projection.clone());
-        let mut walk: Option<OrderedIndexScan> = None;
-        // The walk's candidates mostly pass the query's filter: the first chunk is the k.
-        let mut chunk = limit.clamp(1, ORDERED_CHUNK_ROWS_MAX);
+        let mut walk = OrderedChunks::new(dataset, index, descending, projection, within, limit);
+        let read_time = MetricBuilder::new(&self.metrics).subset_time("read_time", 0);
         let mut finished = false;
         let chunks = std::iter::from_fn(move || {
             if finished {
                 return None;
             }
             let _timer = read_time.timer();
-            let mut next_chunk = || -> Result<Option<RecordBatch>> {
-                let walk = match &mut walk {
-                    Some(walk) => walk,
-                    None => {
-                        let within = within
-                            .as_ref()
-                            .map(|text| (text.index.as_str(), &text.plan));
-                        let started = OrderedIndexScan::new(
-                            dataset.clone(),
-                            &index,
-                            descending,
-                            projection.clone(),
-                            within,
-                        )
-                        .map_err(storage_error)?;
-                        walk.insert(started)
-                    }
-                };
-                let batch = walk.next_batch(chunk).map_err(storage_error)?;
-                chunk = (chunk * 2).min(ORDERED_CHUNK_ROWS_MAX);
-                Ok(batch)
-            };
-            let next = next_chunk().transpose();
+            let next = walk.next_chunk().transpose();
             finished = !matches!(next, Some(Ok(_)));
             next
         });
@@ -612,33 +586,21 @@ impl DatasetScanExec {
                 limit,
                 within,
                 ..
-            } => builder.spawn_blocking(move || {
-                let timer = read_time.timer();
-                let within = within
-                    .as_ref()
-                    .map(|text| (text.index.as_str(), &text.plan));
-                let mut scan =
-                    OrderedIndexScan::new(dataset, &index, descending, projection, within)
-                        .map_err(storage_error)?;
-                timer.done();
-                // Small chunks first, since a top-k query often needs few rows; growing ones
-                // after, so a filter that keeps little does not cost a fetch per row. Rows
-                // confined to a text query's candidates mostly pass: the first chunk is the k.
-                let mut chunk = match within {
-                    Some(_) => limit.clamp(1, ORDERED_CHUNK_ROWS_MAX),
-                    None => ORDERED_FIRST_CHUNK_ROWS,
-                };
-                while let Some(batch) = {
-                    let _timer = read_time.timer();
-                    scan.next_batch(chunk).map_err(storage_error)?
-                } {
-                    if tx.blocking_send(Ok(batch)).is_err() {
-                        break; // the query has its rows
+            } => {
+                let mut walk =
+                    OrderedChunks::new(dataset, index, descending, projection, within, limit);
+                builder.spawn_blocking(move || {
+                    while let Some(batch) = {
+                        let _timer = read_time.timer();
+                        walk.next_chunk()?
+                    } {
+                        if tx.blocking_send(Ok(batch)).is_err() {
+                            break; // the query has its rows
+                        }
                     }
-                    chunk = (chunk * 2).min(ORDERED_CHUNK_ROWS_MAX);
-                }
-                Ok(())
-            }),
+                    Ok(())
+                })
+            }
             access @ (Access::Key(_)
             | Access::Index(_)
             | Access::Spatial(_)
@@ -707,20 +669,7 @@ impl DatasetScanExec {
         let access = self.access.clone();
         let projection = self.projection.clone();
         let narrowing = self.narrowing();
-        let expected_rows = match &access {
-            Access::Index(IndexAccess {
-                estimated_rows: rows,
-                ..
-            })
-            | Access::Full {
-                key_range_rows: Some(rows),
-                ..
-            } => *rows as f64,
-            Access::Lookup(lookup) => lookup.expected_rows(),
-            Access::Text(TextAccess { estimated_rows, .. })
-            | Access::Spatial(SpatialAccess { estimated_rows, .. }) => *estimated_rows as f64,
-            _ => 0.0,
-        };
+        let expected_rows = inline_rows(&access).unwrap_or(0.0);
         let helpers = if expected_rows >= SHARED_INLINE_ROWS_MIN as f64 {
             readers.saturating_sub(1)
         } else {
@@ -859,6 +808,70 @@ fn plan_properties(access: &Access, schema: SchemaRef, partitions: usize) -> Pla
     .with_scheduling_type(SchedulingType::Cooperative)
 }
 
+/// An ordered walk (index_top_k.rs) read a chunk at a time, started at the first chunk. Small
+/// chunks first, since a top-k query often needs few rows; growing ones after, so a filter
+/// that keeps little does not cost a fetch per row. Rows confined to a text query's
+/// candidates mostly pass: the first chunk is then the k.
+struct OrderedChunks {
+    dataset: Arc<Dataset>,
+    index: String,
+    descending: bool,
+    projection: Option<Vec<usize>>,
+    within: Option<TextAccess>,
+    walk: Option<OrderedIndexScan>,
+    chunk: usize,
+}
+
+impl OrderedChunks {
+    fn new(
+        dataset: Arc<Dataset>,
+        index: String,
+        descending: bool,
+        projection: Option<Vec<usize>>,
+        within: Option<TextAccess>,
+        limit: usize,
+    ) -> Self {
+        let chunk = match within {
+            Some(_) => limit.clamp(1, ORDERED_CHUNK_ROWS_MAX),
+            None => ORDERED_FIRST_CHUNK_ROWS,
+        };
+        OrderedChunks {
+            dataset,
+            index,
+            descending,
+            projection,
+            within,
+            walk: None,
+            chunk,
+        }
+    }
+
+    /// The walk's next rows, `None` once it has passed every row.
+    fn next_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        let walk = match &mut self.walk {
+            Some(walk) => walk,
+            None => {
+                let within = self
+                    .within
+                    .as_ref()
+                    .map(|text| (text.index.as_str(), &text.plan));
+                let started = OrderedIndexScan::new(
+                    self.dataset.clone(),
+                    &self.index,
+                    self.descending,
+                    self.projection.clone(),
+                    within,
+                )
+                .map_err(storage_error)?;
+                self.walk.insert(started)
+            }
+        };
+        let batch = walk.next_batch(self.chunk).map_err(storage_error)?;
+        self.chunk = (self.chunk * 2).min(ORDERED_CHUNK_ROWS_MAX);
+        Ok(batch)
+    }
+}
+
 /// Whether `new`, chosen for other values of the filters `old` was chosen for, reaches rows
 /// the way `old` does as far as the plan above can tell: same kind, same index, same inline
 /// or partitioned read (so the same output partitions, and no ordering either way).
@@ -931,26 +944,27 @@ fn walks_inline(access: &Access, live_rows: u64) -> bool {
 /// point), a join's lookup of keys expected to fetch few (Q12–Q15-IX-S: a hundred users'
 /// messages), or a scan of a range of keys holding few.
 fn reads_inline(access: &Access) -> bool {
+    inline_rows(access).is_some_and(|rows| rows <= INLINE_SCAN_ROWS_MAX as f64)
+}
+
+/// The rows a scan that could be read inline expects to read; `None` for those that never
+/// are (full scans of no key range, ordered walks).
+fn inline_rows(access: &Access) -> Option<f64> {
     match access {
-        Access::Key(_) => true,
-        Access::Index(index) => index.estimated_rows <= INLINE_SCAN_ROWS_MAX,
+        Access::Key(_) => Some(1.0),
+        Access::Index(IndexAccess { estimated_rows, .. })
+        | Access::Text(TextAccess { estimated_rows, .. })
+        | Access::Full {
+            key_range_rows: Some(estimated_rows),
+            ..
+        } => Some(*estimated_rows as f64),
         // In the plan, before the outer side ran, a lookup has no keys: it is planned as read
         // per partition, and takes this path once the join hands it its keys.
-        Access::Lookup(lookup) => {
-            !lookup.values.is_empty() && lookup.expected_rows() <= INLINE_SCAN_ROWS_MAX as f64
-        }
-        Access::Text(text) => text.estimated_rows <= INLINE_SCAN_ROWS_MAX,
+        Access::Lookup(lookup) => (!lookup.values.is_empty()).then(|| lookup.expected_rows()),
         // A spatial join's inner scan gets its boxes, or its nearest rows, as the join runs.
-        Access::Spatial(spatial) => {
-            !spatial.queries.is_empty()
-                && spatial.nearest.is_none()
-                && spatial.estimated_rows <= INLINE_SCAN_ROWS_MAX
-        }
-        Access::Full {
-            key_range_rows: Some(rows),
-            ..
-        } => *rows <= INLINE_SCAN_ROWS_MAX,
-        _ => false,
+        Access::Spatial(spatial) => (!spatial.queries.is_empty() && spatial.nearest.is_none())
+            .then_some(spatial.estimated_rows as f64),
+        _ => None,
     }
 }
 

@@ -1,8 +1,9 @@
 //! The plan cache for queries sent as text (ARCHITECTURE §7, short-query path; BigFUN lesson
 //! L6): a query is planned and optimized once per shape (query_shape.rs), with its comparison
-//! literals and search words as parameters; each statement of that shape binds its own values into the
-//! optimized plan and goes straight to physical planning. Access paths are chosen there, from
-//! the bound values, so a cached plan never fixes an index choice made for other values.
+//! literals and search words as parameters; each statement of that shape binds its own values
+//! into the optimized plan and goes straight to physical planning. Access paths are chosen
+//! there, from the bound values, so a cached plan never fixes an index choice made for other
+//! values.
 //!
 //! Parsing a short query to a logical plan and optimizing it took about a third of a BigFUN
 //! S-version query's time (bench/results/short-query-profile/). A shape that is a key lookup

@@ -212,14 +212,8 @@ impl DatasetTable {
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
     ) -> Result<Access> {
-        let options = state.config_options().extensions.get::<CairnOptions>();
-        let forced = match options {
-            Some(options) => {
-                AccessOverride::parse(&options.access_path).map_err(DataFusionError::Plan)?
-            }
-            None => AccessOverride::Auto,
-        };
-        let use_cache = options.is_none_or(|o| o.predicate_cache);
+        let forced = AccessOverride::of(state.config_options()).map_err(DataFusionError::Plan)?;
+        let use_cache = CairnOptions::is_on(state.config_options(), |o| o.predicate_cache);
         Ok(match self.pinned_key(filters) {
             Some(key) => Access::Key(key),
             None => {
