@@ -53,6 +53,10 @@ extensions_options! {
         /// physical plan holding its own values, once a copy has been checked against a plan
         /// made in full (plan_reuse.rs); `false` plans every statement physically in full.
         pub reuse_physical_plans: bool, default = true
+        /// Whether trees of three or more inner joins are reordered by estimated result
+        /// size, and semi joins moved onto the input they test (join_order.rs); `false`
+        /// joins in the order the query lists.
+        pub join_order: bool, default = true
     }
 }
 

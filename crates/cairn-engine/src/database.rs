@@ -66,6 +66,7 @@ impl Database {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            .with_optimizer_rule(Arc::new(crate::join_order::JoinOrder))
             .with_physical_optimizer_rule(Arc::new(crate::index_top_k::IndexTopK))
             .with_physical_optimizer_rule(Arc::new(crate::index_join::IndexJoin))
             .with_physical_optimizer_rule(Arc::new(crate::spatial_join::SpatialIndexJoin))

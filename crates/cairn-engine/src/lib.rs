@@ -43,6 +43,7 @@ pub mod functions;
 pub mod index_ddl;
 pub mod index_join;
 pub mod index_top_k;
+pub mod join_order;
 pub mod json_file;
 pub mod json_rows;
 pub mod key_delete;

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 /// DataFusion's selectivity for a predicate nothing better is known of (its
 /// `FilterExec` default).
-const DEFAULT_SELECTIVITY: f64 = 0.2;
+pub(crate) const DEFAULT_SELECTIVITY: f64 = 0.2;
 /// A LIKE pattern's selectivity per character it fixes: PostgreSQL's `FIXED_CHAR_SEL`.
 const FIXED_CHARACTER_SELECTIVITY: f64 = 0.2;
 /// No LIKE pattern is assumed more selective than one row in this many distinct values
