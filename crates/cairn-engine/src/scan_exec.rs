@@ -294,6 +294,25 @@ impl DatasetScanExec {
         &self.access
     }
 
+    /// Whether each output partition is one storage partition of a full scan and rows of equal
+    /// values in output columns `columns` therefore lie in one output partition: the dataset's
+    /// partitioning fields are all among those columns, read as stored.
+    pub(crate) fn partitioned_on(&self, columns: &[usize]) -> bool {
+        let partition_fields = match &self.dataset.shape.dataset_type {
+            t if t.partition_key.is_empty() => &t.primary_key,
+            t => &t.partition_key,
+        };
+        let schema = self.schema();
+        matches!(self.access, Access::Full { .. })
+            && self.outputs.is_none()
+            && self.partition_statistics.len() == self.dataset.partitions.len()
+            && partition_fields.iter().all(|field| {
+                columns.iter().any(|&column| {
+                    column < schema.fields().len() && schema.field(column).name() == field
+                })
+            })
+    }
+
     /// The same scan reading every row in the order of index `index` on `field`, for a top-k
     /// of `limit` rows (whether walking pays is [`crate::access_path::top_k_walks`]'s choice).
     /// A text index the scan read, or passed over for scanning, confines the walk to its

@@ -1,7 +1,9 @@
-//! How two-phase aggregates are split, by the size of their input: a physical optimizer rule
-//! that turns a partial aggregate, a hash repartition and a final aggregate over one small
-//! input partition into one aggregate in `Single` mode, and splits the final aggregate of a
-//! large input into more hash partitions than there are cores.
+//! How two-phase aggregates are split, by the size and the layout of their input: a physical
+//! optimizer rule that turns a partial aggregate, a hash repartition and a final aggregate
+//! over one small input partition into one aggregate in `Single` mode, runs one whose input
+//! the dataset's storage partitions already split by the group keys in one phase per
+//! partition, and splits the final aggregate of a large input into more hash partitions than
+//! there are cores.
 //!
 //! DataFusion plans every GROUP BY in two phases so the final one can run on all cores. Over a
 //! single input partition of a few hundred rows (a GROUP BY above an index nested-loop join,
@@ -19,12 +21,16 @@
 //! The same rule of partitioning-free operators above applies, since the output partition
 //! count changes.
 
+use crate::index_join::{Reach, pass_through};
+use crate::scan_exec::DatasetScanExec;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::error::Result;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::GlobalLimitExec;
 use datafusion::physical_plan::projection::ProjectionExec;
@@ -87,10 +93,16 @@ fn rewrite(
     partitioning_free: bool,
     final_partitions: usize,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let plan = match partitioning_free {
-        true => resized(&plan, final_partitions)?.unwrap_or(plan),
-        false => plan,
+    // Only a rewrite that keeps the output's partitioning may be made under an operator
+    // that depends on it.
+    let rewritten = match partitioning_free {
+        true => resized(&plan, final_partitions)?,
+        false => match TwoPhase::of(&plan)? {
+            Some(two_phase) => storage_partitioned(&two_phase)?,
+            None => None,
+        },
     };
+    let plan = rewritten.unwrap_or(plan);
     let passes_partitioning_through = plan.is::<ProjectionExec>()
         || plan.is::<FilterExec>()
         || plan.is::<SortExec>()
@@ -169,10 +181,13 @@ fn resized(
     let Some(two_phase) = TwoPhase::of(plan)? else {
         return Ok(None);
     };
-    match single_phase(&two_phase)? {
-        Some(single) => Ok(Some(single)),
-        None => more_partitions(plan, &two_phase, final_partitions),
+    if let Some(single) = single_phase(&two_phase)? {
+        return Ok(Some(single));
     }
+    if let Some(partitioned) = storage_partitioned(&two_phase)? {
+        return Ok(Some(partitioned));
+    }
+    more_partitions(plan, &two_phase, final_partitions)
 }
 
 /// `plan` (`two_phase`) over `partitions` hash partitions, if its final phase is partitioned
@@ -205,6 +220,85 @@ fn more_partitions(
         vec![wider],
         ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
     )?))
+}
+
+/// `two_phase` as one aggregate per input partition followed by the same hash repartition,
+/// if the input is a dataset's full scan, partition for partition, and the group keys hold
+/// the dataset's partitioning fields: each group's rows are then in one storage partition
+/// already, and the final phase would only merge partial groups that are already whole.
+/// The output is partitioned as before, so nothing above notices. TPC-H Q18 groups 6 M
+/// lineitems by `l_orderkey`, lineitem's partitioning key.
+fn storage_partitioned(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let TwoPhase {
+        last,
+        repartition,
+        partial,
+        ..
+    } = *two_phase;
+    let groups = partial.group_expr();
+    if *last.mode() != AggregateMode::FinalPartitioned
+        || !groups.is_single()
+        || last.limit_options().is_some()
+        || repartition.preserve_order()
+    {
+        return Ok(None);
+    }
+    let Partitioning::Hash(exprs, _) = repartition.partitioning() else {
+        return Ok(None);
+    };
+    // The repartition's keys are the partial aggregate's group outputs, which come first in
+    // the one-phase aggregate's output too.
+    let on_groups = exprs.iter().all(|expr| {
+        expr.downcast_ref::<Column>()
+            .is_some_and(|column| column.index() < groups.expr().len())
+    });
+    let Some(group_columns) = groups
+        .expr()
+        .iter()
+        .map(|(expr, _)| expr.downcast_ref::<Column>().map(Column::index))
+        .collect::<Option<Vec<usize>>>()
+    else {
+        return Ok(None);
+    };
+    if !on_groups || !partitioned_scan_under(partial.input(), &group_columns) {
+        return Ok(None);
+    }
+    let whole = AggregateExec::try_new(
+        AggregateMode::SinglePartitioned,
+        groups.clone(),
+        partial.aggr_expr().to_vec(),
+        partial.filter_expr().to_vec(),
+        partial.input().clone(),
+        partial.input_schema(),
+    )?;
+    if whole.schema() != last.schema() {
+        return Ok(None);
+    }
+    let repartitioned =
+        RepartitionExec::try_new(Arc::new(whole), repartition.partitioning().clone())?;
+    Ok(Some(Arc::new(repartitioned)))
+}
+
+/// Whether `plan` is a dataset scan [`DatasetScanExec::partitioned_on`] its columns that
+/// output columns `columns` are, under operators that keep each partition's rows in their
+/// partition (projections, filters, cooperative yields).
+fn partitioned_scan_under(plan: &Arc<dyn ExecutionPlan>, columns: &[usize]) -> bool {
+    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
+        return scan.partitioned_on(columns);
+    }
+    let keeps_partitions =
+        plan.is::<ProjectionExec>() || plan.is::<FilterExec>() || plan.is::<CooperativeExec>();
+    if !keeps_partitions {
+        return false;
+    }
+    let below: Option<Vec<usize>> = columns
+        .iter()
+        .map(|&column| pass_through(plan, column, Reach::Rows).map(|(_, below)| below))
+        .collect();
+    match (below, plan.children().as_slice()) {
+        (Some(below), [child]) => partitioned_scan_under(child, &below),
+        _ => false,
+    }
 }
 
 /// `two_phase` as one `Single` aggregate, if its input is one partition of at most
