@@ -80,8 +80,13 @@ fn reorder_joins(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
         }
         // The whole tree is decided here: its inner joins are not visited again as trees of
         // their own, which could undo the order chosen for the whole.
-        let rebuilt = match tree.cheaper_shape(&shape) {
-            Some(better) => Transformed::yes(tree.build(&better, node.schema())?),
+        let better = tree
+            .sizing()
+            .and_then(|sizing| Some((sizing.cheaper_shape(&shape)?, sizing)));
+        let rebuilt = match better {
+            Some((better, sizing)) => {
+                Transformed::yes(tree.build(&better, &sizing.classes, node.schema())?)
+            }
             None => with_leaves_reordered(node)?,
         };
         Ok(Transformed::new(
@@ -178,17 +183,11 @@ fn semi_join_pushed_down(node: &LogicalPlan) -> Result<Option<LogicalPlan>> {
     }) else {
         return Ok(None);
     };
-    let Some(estimates) = tree.estimates() else {
+    let Some(mut sizing) = tree.sizing() else {
         return Ok(None);
     };
-    let Some(classes) = tree.classes() else {
-        return Ok(None);
-    };
-    if tree.leaves.len() > REORDERED_LEAVES_MAX {
-        return Ok(None);
-    }
-    let whole = Estimator::new(&estimates, &classes).rows((1u32 << tree.leaves.len()) - 1);
-    if estimates[target].rows >= whole {
+    let whole = Estimator::new(&sizing.estimates, &sizing.classes).rows(sizing.all_leaves());
+    if sizing.estimates[target].rows >= whole {
         return Ok(None);
     }
     let leaf = tree.leaves[target].clone();
@@ -202,12 +201,19 @@ fn semi_join_pushed_down(node: &LogicalPlan) -> Result<Option<LogicalPlan>> {
         join.null_equality,
         false,
     )?);
+    // The moved join changes its leaf's estimate alone; the classes stay (its output has the
+    // leaf's columns).
+    let Some(tested_leaf) = estimate_leaf(&tree.leaves[target]) else {
+        return Ok(None);
+    };
+    sizing.estimates[target] = tested_leaf;
     let chosen = if tree.leaves.len() >= REORDERED_LEAVES_MIN {
-        tree.cheaper_shape(&shape).unwrap_or(shape)
+        sizing.cheaper_shape(&shape).unwrap_or(shape)
     } else {
         shape
     };
-    tree.build(&chosen, node.schema()).map(Some)
+    tree.build(&chosen, &sizing.classes, node.schema())
+        .map(Some)
 }
 
 /// An inner-join tree taken apart: the inputs it joins and the conditions joining them.
@@ -262,6 +268,34 @@ impl TableFacts {
 /// The equivalence classes of the equated columns: for each class, the columns in it with
 /// the leaf each belongs to.
 type Classes = Vec<Vec<(Column, usize)>>;
+
+/// What a tree's orders are weighed by, gathered once per tree: each leaf's estimate (one
+/// reading of its dataset's statistics) and the classes of equated columns.
+struct Sizing {
+    estimates: Vec<LeafEstimate>,
+    classes: Classes,
+}
+
+impl Sizing {
+    /// The set holding every leaf.
+    fn all_leaves(&self) -> u32 {
+        (1u32 << self.estimates.len()) - 1
+    }
+
+    /// An order cheaper than `current` by the sum of the joins' expected results (each
+    /// join's output is built into a hash table or probed by the next join): the cheapest of
+    /// all bushy orders joining connected inputs, cross products only where the query leaves
+    /// no other way. `None` when `current` is as cheap: ties keep the query's order, and a
+    /// tree already reordered stays as it is.
+    fn cheaper_shape(&self, current: &Shape) -> Option<Shape> {
+        let estimator = Estimator::new(&self.estimates, &self.classes);
+        let (cost, cheapest) = estimator
+            .cheapest(false)
+            .or_else(|| estimator.cheapest(true))?;
+        let (_, current_cost) = estimator.cost(current);
+        (cost < current_cost * (1.0 - COST_MARGIN)).then_some(cheapest)
+    }
+}
 
 impl JoinTree {
     /// The tree whose root is `plan`, and its shape. A condition equating columns of two
@@ -323,9 +357,20 @@ impl JoinTree {
         }
     }
 
-    /// Every leaf's estimate, or `None` if one cannot be made.
-    fn estimates(&self) -> Option<Vec<LeafEstimate>> {
-        self.leaves.iter().map(estimate_leaf).collect()
+    /// The tree's [`Sizing`], or `None` when it has more than [`REORDERED_LEAVES_MAX`]
+    /// leaves, a leaf cannot be estimated, or [`JoinTree::classes`] refuses.
+    fn sizing(&self) -> Option<Sizing> {
+        if self.leaves.len() > REORDERED_LEAVES_MAX {
+            return None;
+        }
+        Some(Sizing {
+            estimates: self
+                .leaves
+                .iter()
+                .map(estimate_leaf)
+                .collect::<Option<_>>()?,
+            classes: self.classes()?,
+        })
     }
 
     /// The equated columns' classes, or `None` when a class holds two columns of one leaf
@@ -374,26 +419,6 @@ impl JoinTree {
         Some(result)
     }
 
-    /// An order cheaper than `current` by the sum of the joins' expected results (each
-    /// join's output is built into a hash table or probed by the next join): the cheapest of
-    /// all bushy orders joining connected inputs, cross products only where the query leaves
-    /// no other way. `None` when `current` is as cheap (ties keep the query's order, and a
-    /// tree already reordered stays as it is), the tree is too large, or some leaf cannot be
-    /// estimated.
-    fn cheaper_shape(&self, current: &Shape) -> Option<Shape> {
-        if self.leaves.len() > REORDERED_LEAVES_MAX {
-            return None;
-        }
-        let estimates = self.estimates()?;
-        let classes = self.classes()?;
-        let estimator = Estimator::new(&estimates, &classes);
-        let (cost, cheapest) = estimator
-            .cheapest(false)
-            .or_else(|| estimator.cheapest(true))?;
-        let (_, current_cost) = estimator.cost(current);
-        (cost < current_cost * (1.0 - COST_MARGIN)).then_some(cheapest)
-    }
-
     /// The columns of `leaves` read above their join: by `output`, by the equality a class
     /// reaching other leaves will join on, and by conditions not yet placed.
     fn read_above(
@@ -420,11 +445,15 @@ impl JoinTree {
     /// The plan of `shape`: its leaves (their own joins reordered) joined on one equality
     /// per class that connects the sides, each other condition at the first join holding
     /// its columns, under a projection to `schema`'s columns, in `schema`'s order.
-    fn build(&self, shape: &Shape, schema: &Arc<DFSchema>) -> Result<LogicalPlan> {
-        let classes = self.classes().unwrap_or_default();
+    fn build(
+        &self,
+        shape: &Shape,
+        classes: &Classes,
+        schema: &Arc<DFSchema>,
+    ) -> Result<LogicalPlan> {
         let mut placed = vec![false; self.conditions.len()];
         let output: HashSet<Column> = schema.columns().into_iter().collect();
-        let (plan, _) = self.build_shape(shape, &classes, &mut placed, &output)?;
+        let (plan, _) = self.build_shape(shape, classes, &mut placed, &output)?;
         let mut builder = LogicalPlanBuilder::from(plan);
         let unplaced: Vec<Expr> = self
             .conditions

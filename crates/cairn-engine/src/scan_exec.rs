@@ -298,10 +298,7 @@ impl DatasetScanExec {
     /// values in output columns `columns` therefore lie in one output partition: the dataset's
     /// partitioning fields are all among those columns, read as stored.
     pub(crate) fn partitioned_on(&self, columns: &[usize]) -> bool {
-        let partition_fields = match &self.dataset.shape.dataset_type {
-            t if t.partition_key.is_empty() => &t.primary_key,
-            t => &t.partition_key,
-        };
+        let partition_fields = self.dataset.shape.dataset_type.partitioning_fields();
         let schema = self.schema();
         matches!(self.access, Access::Full { .. })
             && self.outputs.is_none()

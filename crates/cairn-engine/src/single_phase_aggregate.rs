@@ -93,16 +93,7 @@ fn rewrite(
     partitioning_free: bool,
     final_partitions: usize,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    // Only a rewrite that keeps the output's partitioning may be made under an operator
-    // that depends on it.
-    let rewritten = match partitioning_free {
-        true => resized(&plan, final_partitions)?,
-        false => match TwoPhase::of(&plan)? {
-            Some(two_phase) => storage_partitioned(&two_phase)?,
-            None => None,
-        },
-    };
-    let plan = rewritten.unwrap_or(plan);
+    let plan = regrouped(&plan, partitioning_free, final_partitions)?.unwrap_or(plan);
     let passes_partitioning_through = plan.is::<ProjectionExec>()
         || plan.is::<FilterExec>()
         || plan.is::<SortExec>()
@@ -126,13 +117,11 @@ fn rewrite(
     replace_children_if_necessary(plan, rewritten)
 }
 
-/// A final aggregate over a hash repartition of a partial aggregate, with the planner's
-/// estimate of the partial aggregate's input rows.
+/// A final aggregate over a hash repartition of a partial aggregate.
 struct TwoPhase<'a> {
     last: &'a AggregateExec,
     repartition: &'a RepartitionExec,
     partial: &'a AggregateExec,
-    input_rows: Option<usize>,
 }
 
 impl<'a> TwoPhase<'a> {
@@ -156,38 +145,49 @@ impl<'a> TwoPhase<'a> {
         if *partial.mode() != AggregateMode::Partial {
             return Ok(None);
         }
-        let rows = StatisticsContext::new()
-            .compute(partial.input().as_ref(), &StatisticsArgs::new())?
-            .num_rows;
-        let input_rows = match rows {
-            Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows),
-            Precision::Absent => None,
-        };
         Ok(Some(TwoPhase {
             last,
             repartition,
             partial,
-            input_rows,
         }))
+    }
+
+    /// The planner's estimate of the partial aggregate's input rows (computed on demand: it
+    /// walks the input's statistics).
+    fn input_rows(&self) -> Result<Option<usize>> {
+        let rows = StatisticsContext::new()
+            .compute(self.partial.input().as_ref(), &StatisticsArgs::new())?
+            .num_rows;
+        Ok(match rows {
+            Precision::Exact(rows) | Precision::Inexact(rows) => Some(rows),
+            Precision::Absent => None,
+        })
     }
 }
 
-/// `plan` as one `Single` aggregate if it is a two-phase aggregate of a small input, or with
-/// its final phase over `final_partitions` hash partitions if of a large one.
-fn resized(
+/// `plan` rewritten if it is a two-phase aggregate: as one `Single` aggregate over a small
+/// input, in one phase per storage partition over a dataset partitioned by its keys, or with
+/// its final phase over `final_partitions` hash partitions over a large input. Only the
+/// storage-partitioned form keeps the output's partitioning, so it alone is made where
+/// `partitioning_free` is false: under an operator that depends on the partitioning.
+fn regrouped(
     plan: &Arc<dyn ExecutionPlan>,
+    partitioning_free: bool,
     final_partitions: usize,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(two_phase) = TwoPhase::of(plan)? else {
         return Ok(None);
     };
-    if let Some(single) = single_phase(&two_phase)? {
+    if partitioning_free && let Some(single) = single_phase(&two_phase)? {
         return Ok(Some(single));
     }
     if let Some(partitioned) = storage_partitioned(&two_phase)? {
         return Ok(Some(partitioned));
     }
-    more_partitions(plan, &two_phase, final_partitions)
+    match partitioning_free {
+        true => more_partitions(plan, &two_phase, final_partitions),
+        false => Ok(None),
+    }
 }
 
 /// `plan` (`two_phase`) over `partitions` hash partitions, if its final phase is partitioned
@@ -206,7 +206,7 @@ fn more_partitions(
         || *count >= partitions
         || repartition.preserve_order()
         || two_phase
-            .input_rows
+            .input_rows()?
             .is_none_or(|rows| rows <= LARGE_FINAL_AGGREGATE_INPUT_ROWS)
     {
         return Ok(None);
@@ -306,10 +306,13 @@ fn partitioned_scan_under(plan: &Arc<dyn ExecutionPlan>, columns: &[usize]) -> b
 fn single_phase(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let TwoPhase { last, partial, .. } = *two_phase;
     let input = partial.input();
+    if input.output_partitioning().partition_count() != 1 {
+        return Ok(None);
+    }
     let small = two_phase
-        .input_rows
+        .input_rows()?
         .is_some_and(|rows| rows <= SINGLE_PHASE_INPUT_ROWS_MAX);
-    if input.output_partitioning().partition_count() != 1 || !small {
+    if !small {
         return Ok(None);
     }
     let single = AggregateExec::try_new(

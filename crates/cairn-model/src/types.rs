@@ -314,6 +314,16 @@ impl DatasetType {
         DatasetType::new(self.record, self.primary_key)?.with_partition_key(self.partition_key)
     }
 
+    /// The fields whose values choose a record's partition: the partitioning key if one was
+    /// declared, else the whole primary key.
+    pub fn partitioning_fields(&self) -> &[String] {
+        if self.partition_key.is_empty() {
+            &self.primary_key
+        } else {
+            &self.partition_key
+        }
+    }
+
     /// The partition (of `partition_count`) that owns `key`: by the hash of the partitioning
     /// fields' values.
     pub fn partition_of(&self, key: &Key, partition_count: u32) -> u32 {
