@@ -44,6 +44,17 @@ impl BatchHandoff {
 
     /// Takes `batch`; returns the batches to hand on now, in order (none while it holds).
     pub(crate) fn push(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>, ArrowError> {
+        self.push_at(batch, Instant::now())
+    }
+
+    /// [`Self::push`] with the clock read once by the caller: rows that arrive with this
+    /// batch have waited no time at all, however long the thread is descheduled while copying
+    /// them, and tests can replay arrivals at chosen instants.
+    fn push_at(
+        &mut self,
+        batch: RecordBatch,
+        now: Instant,
+    ) -> Result<Vec<RecordBatch>, ArrowError> {
         let mut ready = Vec::new();
         // Storage may return a column as text in one row group and as character counts in
         // another: rows of another schema close the group held. So does a large batch, which
@@ -62,7 +73,7 @@ impl BatchHandoff {
         }
         let held = self.held.get_or_insert_with(|| Held {
             rows: BatchCoalescer::new(batch.schema(), self.target_rows),
-            since: Instant::now(),
+            since: now,
         });
         held.rows.push_batch(batch)?;
         let completed = ready.len();
@@ -71,11 +82,11 @@ impl BatchHandoff {
         }
         if ready.len() > completed {
             // What stays held came with this batch.
-            held.since = Instant::now();
+            held.since = now;
         }
         if held.rows.is_empty() {
             self.held = None;
-        } else if held.since.elapsed() >= HANDOFF_DELAY_MAX {
+        } else if now.duration_since(held.since) >= HANDOFF_DELAY_MAX {
             ready.extend(self.finish()?);
         }
         Ok(ready)
@@ -105,6 +116,11 @@ mod tests {
         RecordBatch::try_new(schema, vec![Arc::new(values)]).unwrap()
     }
 
+    /// Pushes at a fixed instant, so that only the tests that advance the clock see delays.
+    fn push(handoff: &mut BatchHandoff, batch: RecordBatch, at: Instant) -> Vec<RecordBatch> {
+        handoff.push_at(batch, at).unwrap()
+    }
+
     fn values(batches: &[RecordBatch]) -> Vec<i64> {
         batches
             .iter()
@@ -115,12 +131,13 @@ mod tests {
     #[test]
     fn small_batches_are_handed_on_together_in_order() {
         let mut handoff = BatchHandoff::new(100);
+        let start = Instant::now();
         let mut out = Vec::new();
         for i in 0..30 {
-            out.extend(handoff.push(ints(i * 3, 3)).unwrap());
+            out.extend(push(&mut handoff, ints(i * 3, 3), start));
         }
         out.extend(handoff.finish().unwrap());
-        assert!(out.len() <= 2, "{} hand-offs for 90 rows", out.len());
+        assert_eq!(out.len(), 1, "{} hand-offs for 90 rows", out.len());
         assert_eq!(values(&out), (0..90).collect::<Vec<_>>());
         assert!(handoff.finish().unwrap().is_none());
     }
@@ -128,12 +145,12 @@ mod tests {
     #[test]
     fn a_full_group_goes_at_once_and_large_batches_pass_through() {
         let mut handoff = BatchHandoff::new(10);
-        let first = handoff.push(ints(0, 6)).unwrap();
-        assert!(first.is_empty());
-        let second = handoff.push(ints(6, 6)).unwrap();
+        let start = Instant::now();
+        assert!(push(&mut handoff, ints(0, 6), start).is_empty());
+        let second = push(&mut handoff, ints(6, 6), start);
         assert_eq!(values(&second), (0..10).collect::<Vec<_>>());
         // Two rows are still held: they go first, then the large batch as it came.
-        let third = handoff.push(ints(12, HANDOFF_PASS_ROWS)).unwrap();
+        let third = push(&mut handoff, ints(12, HANDOFF_PASS_ROWS), start);
         assert_eq!(third.len(), 2);
         assert_eq!(third[1].num_rows(), HANDOFF_PASS_ROWS);
         let mut all = second;
@@ -144,7 +161,7 @@ mod tests {
             (0..12 + HANDOFF_PASS_ROWS as i64).collect::<Vec<_>>()
         );
         let mut idle = BatchHandoff::new(10);
-        let passed = idle.push(ints(0, HANDOFF_PASS_ROWS)).unwrap();
+        let passed = push(&mut idle, ints(0, HANDOFF_PASS_ROWS), start);
         assert_eq!(passed.len(), 1);
         assert_eq!(passed[0].num_rows(), HANDOFF_PASS_ROWS);
     }
@@ -152,32 +169,38 @@ mod tests {
     #[test]
     fn rows_held_past_the_delay_are_handed_on_with_the_next_batch() {
         let mut handoff = BatchHandoff::new(1_000);
-        assert!(handoff.push(ints(0, 2)).unwrap().is_empty());
-        std::thread::sleep(HANDOFF_DELAY_MAX * 2);
-        let out = handoff.push(ints(2, 2)).unwrap();
-        assert_eq!(values(&out), vec![0, 1, 2, 3]);
+        let start = Instant::now();
+        assert!(push(&mut handoff, ints(0, 2), start).is_empty());
+        let just_before = start + HANDOFF_DELAY_MAX - Duration::from_micros(1);
+        assert!(push(&mut handoff, ints(2, 2), just_before).is_empty());
+        let out = push(&mut handoff, ints(4, 2), start + HANDOFF_DELAY_MAX);
+        assert_eq!(values(&out), vec![0, 1, 2, 3, 4, 5]);
         assert!(handoff.finish().unwrap().is_none());
     }
 
     #[test]
     fn rows_left_over_from_a_full_group_wait_from_their_own_arrival() {
         let mut handoff = BatchHandoff::new(10);
-        assert!(handoff.push(ints(0, 9)).unwrap().is_empty());
-        std::thread::sleep(HANDOFF_DELAY_MAX * 2);
-        let out = handoff.push(ints(9, 6)).unwrap();
+        let start = Instant::now();
+        assert!(push(&mut handoff, ints(0, 9), start).is_empty());
+        let later = start + HANDOFF_DELAY_MAX * 2;
+        let out = push(&mut handoff, ints(9, 6), later);
         assert_eq!(values(&out), (0..10).collect::<Vec<_>>());
+        // The five left over arrived at `later`: they are held until a delay after it.
+        assert!(push(&mut handoff, ints(15, 1), later + HANDOFF_DELAY_MAX / 2).is_empty());
         let rest = handoff.finish().unwrap().unwrap();
-        assert_eq!(values(&[rest]), (10..15).collect::<Vec<_>>());
+        assert_eq!(values(&[rest]), (10..16).collect::<Vec<_>>());
     }
 
     #[test]
     fn a_batch_of_another_schema_closes_the_group_held() {
         let mut handoff = BatchHandoff::new(100);
-        assert!(handoff.push(ints(0, 2)).unwrap().is_empty());
+        let start = Instant::now();
+        assert!(push(&mut handoff, ints(0, 2), start).is_empty());
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Utf8, false)]));
         let text =
             RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["a"]))]).unwrap();
-        let out = handoff.push(text).unwrap();
+        let out = push(&mut handoff, text, start);
         assert_eq!(out.len(), 1);
         assert_eq!(values(&out), vec![0, 1]);
         let rest = handoff.finish().unwrap().unwrap();
