@@ -545,8 +545,13 @@ impl SelectedRows<'_> {
         rows_read: usize,
         struct_fields: &[(usize, Vec<String>)],
     ) -> Result<(Vec<RecordBatch>, bool)> {
-        let runs = offset_runs(offsets);
-        let sparse = reads_sparsely(runs.len(), rows_read, self.component.shape.page_rows);
+        // Dense reads (most rows of the group) never use the runs: count them without
+        // building them.
+        let sparse = reads_sparsely(
+            run_count(offsets),
+            rows_read,
+            self.component.shape.page_rows,
+        );
         let paged = self.component.paged_metadata()?;
         let groups = [(self.row_group, offsets.to_vec())];
         let mut read_whole_selection = false;
@@ -558,6 +563,7 @@ impl SelectedRows<'_> {
             columns,
             |others| {
                 if sparse {
+                    let runs = offset_runs(offsets);
                     let just_these = SelectedRows {
                         metadata: &paged,
                         selection: Some(row_selection(&runs)),
