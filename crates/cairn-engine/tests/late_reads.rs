@@ -430,8 +430,12 @@ async fn narrow_columns_read_late_hold_the_values_written() {
         let mut got = Vec::new();
         for batch in &batches {
             let ids = batch.column(0).as_primitive::<Int64Type>();
-            let ns = batch.column(1).as_primitive::<arrow::datatypes::Int32Type>();
-            let ds = batch.column(2).as_primitive::<arrow::datatypes::Date32Type>();
+            let ns = batch
+                .column(1)
+                .as_primitive::<arrow::datatypes::Int32Type>();
+            let ds = batch
+                .column(2)
+                .as_primitive::<arrow::datatypes::Date32Type>();
             for row in 0..batch.num_rows() {
                 got.push((ids.value(row), ns.value(row), ds.value(row)));
             }
