@@ -57,6 +57,10 @@ extensions_options! {
         /// size, and semi joins moved onto the input they test (join_order.rs); `false`
         /// joins in the order the query lists.
         pub join_order: bool, default = true
+        /// Whether a partitioned join of datasets that storage partitions alike on the join
+        /// keys reads their storage partitions against each other instead of repartitioning
+        /// both sides (co_partitioned_join.rs); `false` repartitions them.
+        pub co_partitioned_joins: bool, default = true
     }
 }
 

@@ -30,6 +30,7 @@ pub mod arguments;
 mod batch_handoff;
 pub mod cairn_syntax;
 pub mod catalog;
+pub mod co_partitioned_join;
 mod column_remap;
 pub mod database;
 pub mod ddl;

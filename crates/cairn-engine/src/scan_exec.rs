@@ -298,16 +298,42 @@ impl DatasetScanExec {
     /// values in output columns `columns` therefore lie in one output partition: the dataset's
     /// partitioning fields are all among those columns, read as stored.
     pub(crate) fn partitioned_on(&self, columns: &[usize]) -> bool {
-        let partition_fields = self.dataset.shape.dataset_type.partitioning_fields();
-        let schema = self.schema();
-        matches!(self.access, Access::Full { .. })
+        self.storage_partitioning_columns()
+            .is_some_and(|keys| keys.iter().all(|key| columns.contains(key)))
+    }
+
+    /// When each output partition is one storage partition of a full scan: the output
+    /// columns holding the dataset's partitioning fields, in the order storage hashes them
+    /// (see `DatasetType::partition_of`). `None` for other scans, or when the projection
+    /// leaves a partitioning field out.
+    pub(crate) fn storage_partitioning_columns(&self) -> Option<Vec<usize>> {
+        let whole_partitions = matches!(self.access, Access::Full { .. })
             && self.outputs.is_none()
-            && self.partition_statistics.len() == self.dataset.partitions.len()
-            && partition_fields.iter().all(|field| {
-                columns.iter().any(|&column| {
-                    column < schema.fields().len() && schema.field(column).name() == field
-                })
-            })
+            && self.partition_statistics.len() == self.dataset.partitions.len();
+        if !whole_partitions {
+            return None;
+        }
+        let schema = self.schema();
+        self.dataset
+            .shape
+            .dataset_type
+            .partitioning_fields()
+            .iter()
+            .map(|field| schema.index_of(field).ok())
+            .collect()
+    }
+
+    /// A copy without the runtime filter of expression id `id` (a hash join's dynamic filter
+    /// that no join will fill any more); `None` when the scan does not hold it.
+    pub(crate) fn without_runtime_filter(&self, id: u64) -> Option<DatasetScanExec> {
+        let held = |filter: &Arc<dyn PhysicalExpr>| filter.expression_id() == Some(id);
+        if !self.runtime_filters.iter().any(held) {
+            return None;
+        }
+        let mut scan = self.reading_copy();
+        scan.runtime_filters.retain(|filter| !held(filter));
+        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
+        Some(scan)
     }
 
     /// The same scan reading every row in the order of index `index` on `field`, for a top-k
