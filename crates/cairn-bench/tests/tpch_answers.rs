@@ -58,18 +58,34 @@ fn all_22_queries_answer_as_duckdb_answers_them() {
     let cairn = runtime
         .block_on(run_on_cairn(&db, &queries, 1, 600.0))
         .unwrap();
+    // Again with every hash join partitioned, as at scale: the joins of orders and lineitem,
+    // both partitioned by order key, then read storage partitions against each other.
+    runtime.block_on(async {
+        for threshold in ["", "_rows"] {
+            db.sql(&format!(
+                "SET datafusion.optimizer.hash_join_single_partition_threshold{threshold} = 0"
+            ))
+            .await
+            .unwrap();
+        }
+    });
+    let partitioned = runtime
+        .block_on(run_on_cairn(&db, &queries, 1, 600.0))
+        .unwrap();
     let duckdb = run_peer("duckdb", &data, &queries, 1, dir.path(), None, 600.0).unwrap();
-    let mut systems = [cairn, duckdb];
+    let mut systems = [cairn, partitioned, duckdb];
     check_answers(&mut systems);
-    let [cairn, _] = &systems;
+    let [cairn, partitioned, _] = &systems;
 
     let mut failures = Vec::new();
-    for (index, label) in labels.iter().enumerate() {
-        if let Some(error) = &cairn.errors[index] {
-            failures.push(format!("{label} failed: {error}"));
-        }
-        if let Some(difference) = &cairn.mismatches[index] {
-            failures.push(format!("{label}: {difference}"));
+    for (run, joins) in [(cairn, "planned"), (partitioned, "partitioned")] {
+        for (index, label) in labels.iter().enumerate() {
+            if let Some(error) = &run.errors[index] {
+                failures.push(format!("{label}, {joins} joins, failed: {error}"));
+            }
+            if let Some(difference) = &run.mismatches[index] {
+                failures.push(format!("{label}, {joins} joins: {difference}"));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
