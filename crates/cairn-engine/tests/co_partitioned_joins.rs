@@ -98,7 +98,26 @@ async fn agreed(db: &Database, query: &str) -> Vec<String> {
     on
 }
 
-/// The lines of the hash joins in `plan`, each with the repartitionings right under it.
+/// Every side of every hash join large enough for a partitioned join.
+async fn partition_every_join(db: &Database) {
+    for threshold in ["", "_rows"] {
+        db.sql(&format!(
+            "SET datafusion.optimizer.hash_join_single_partition_threshold{threshold} = 0"
+        ))
+        .await
+        .unwrap();
+    }
+}
+
+/// The lines of `plan` from its first hash join down.
+fn from_first_join(plan: &str) -> String {
+    plan.lines()
+        .skip_while(|line| !line.contains("HashJoinExec"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The hash repartitionings in `plan`.
 fn repartitions_of(plan: &str) -> usize {
     plan.matches("RepartitionExec: partitioning=Hash").count()
 }
@@ -108,21 +127,12 @@ async fn a_join_on_both_partitioning_keys_repartitions_neither_side() {
     let dir = tempfile::tempdir().unwrap();
     let db = fixture(dir.path(), 4).await;
     // Every side large enough for a partitioned join.
-    db.sql("SET datafusion.optimizer.hash_join_single_partition_threshold = 0")
-        .await
-        .unwrap();
-    db.sql("SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0")
-        .await
-        .unwrap();
+    partition_every_join(&db).await;
     let query = "SELECT o_status, count(*) AS n, sum(l_supplier) AS s FROM orders, lines \
                  WHERE o_key = l_order AND o_day < 60 GROUP BY o_status";
     let plan = explain(&db, query).await;
     assert!(plan.contains("mode=Partitioned"), "{plan}");
-    let joined = plan
-        .lines()
-        .skip_while(|line| !line.contains("HashJoinExec"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let joined = from_first_join(&plan);
     assert_eq!(repartitions_of(&joined), 0, "{plan}");
     let answer = agreed(&db, query).await;
     // Counted here: live orders of a day below 60 joined to their live lines.
@@ -161,11 +171,7 @@ async fn a_join_on_both_partitioning_keys_repartitions_neither_side() {
         .await
         .unwrap();
     let plan = explain(&db, query).await;
-    let joined = plan
-        .lines()
-        .skip_while(|line| !line.contains("HashJoinExec"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let joined = from_first_join(&plan);
     assert_eq!(repartitions_of(&joined), 2, "{plan}");
 }
 
@@ -173,12 +179,7 @@ async fn a_join_on_both_partitioning_keys_repartitions_neither_side() {
 async fn semi_and_anti_joins_stacked_on_the_same_key_stay_co_partitioned() {
     let dir = tempfile::tempdir().unwrap();
     let db = fixture(dir.path(), 4).await;
-    db.sql("SET datafusion.optimizer.hash_join_single_partition_threshold = 0")
-        .await
-        .unwrap();
-    db.sql("SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0")
-        .await
-        .unwrap();
+    partition_every_join(&db).await;
     // Q21's shape: lines of finished orders, late, whose order has a line of another
     // supplier and no other late line of another supplier.
     let query = "SELECT l1.l_supplier, count(*) AS waits FROM lines l1, orders \
@@ -215,12 +216,7 @@ async fn semi_and_anti_joins_stacked_on_the_same_key_stay_co_partitioned() {
 async fn datasets_partitioned_apart_or_on_other_columns_are_repartitioned() {
     let dir = tempfile::tempdir().unwrap();
     let db = fixture(dir.path(), 4).await;
-    db.sql("SET datafusion.optimizer.hash_join_single_partition_threshold = 0")
-        .await
-        .unwrap();
-    db.sql("SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0")
-        .await
-        .unwrap();
+    partition_every_join(&db).await;
     // `others` has one partition more than `lines`.
     let apart = "SELECT count(*) AS n, max(x_note) AS m FROM lines, others WHERE l_order = x_order";
     let plan = explain(&db, apart).await;
