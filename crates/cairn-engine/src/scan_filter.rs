@@ -224,10 +224,13 @@ impl PhysicalFilter {
         conjunct: &Arc<dyn PhysicalExpr>,
         batch: &RecordBatch,
     ) -> Result<BooleanBuffer, String> {
-        let value = conjunct.evaluate(batch).map_err(|e| e.to_string())?;
-        let array = value
-            .into_array(batch.num_rows())
-            .map_err(|e| e.to_string())?;
+        let array: Arc<dyn Array> = match nonzero_float_comparison(conjunct, batch) {
+            Some(answers) => Arc::new(answers.map_err(|e| e.to_string())?),
+            None => conjunct
+                .evaluate(batch)
+                .and_then(|value| value.into_array(batch.num_rows()))
+                .map_err(|e| e.to_string())?,
+        };
         let answers = array
             .as_boolean_opt()
             .ok_or_else(|| format!("the filter {} is not a condition", self.expr))?;
@@ -236,6 +239,44 @@ impl PhysicalFilter {
             None => answers.values().clone(),
         })
     }
+}
+
+/// The answers of `expr` over `batch` when it is `column op constant` on a floating-point
+/// column and the constant is not zero, from Arrow's comparison kernel directly. DataFusion
+/// first rewrites the column's -0.0 values to 0.0 so that they equal 0.0: a pass over the
+/// column per comparison, 6 % of TPC-H Q6's CPU. Against any other constant (NaN included)
+/// the two zeros compare alike, so the answers are DataFusion's. `None` for other conditions.
+fn nonzero_float_comparison(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+) -> Option<Result<BooleanArray, datafusion::arrow::error::ArrowError>> {
+    use datafusion::arrow::array::{Float32Array, Float64Array};
+    use datafusion::arrow::compute::kernels::cmp;
+    let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
+    let column = batch.column(binary.left().downcast_ref::<Column>()?.index());
+    let constant: Arc<dyn Array> = match binary.right().downcast_ref::<Literal>()?.value() {
+        ScalarValue::Float64(Some(value)) if *value != 0.0 => {
+            Arc::new(Float64Array::from(vec![*value]))
+        }
+        ScalarValue::Float32(Some(value)) if *value != 0.0 => {
+            Arc::new(Float32Array::from(vec![*value]))
+        }
+        _ => return None,
+    };
+    if column.data_type() != constant.data_type() {
+        return None;
+    }
+    let constant = datafusion::arrow::array::Scalar::new(constant);
+    let compare = match binary.op() {
+        Operator::Eq => cmp::eq,
+        Operator::NotEq => cmp::neq,
+        Operator::Lt => cmp::lt,
+        Operator::LtEq => cmp::lt_eq,
+        Operator::Gt => cmp::gt,
+        Operator::GtEq => cmp::gt_eq,
+        _ => return None,
+    };
+    Some(compare(column, &constant))
 }
 
 /// `expr` as `column op constant` (either way round), when it compares a column of `schema`
@@ -549,6 +590,66 @@ mod tests {
             assert_eq!(answers.null_count(), 0);
             let answers: Vec<bool> = answers.values().iter().collect();
             assert_eq!(answers, expected(&expr, &batch), "{condition}");
+        }
+    }
+
+    #[test]
+    fn float_comparisons_with_nonzero_constants_answer_as_datafusion_does() {
+        let ctx = SessionContext::new();
+        let values = [
+            Some(-0.0),
+            Some(0.0),
+            None,
+            Some(f64::NAN),
+            Some(-2.5),
+            Some(2.5),
+            Some(0.06),
+            Some(f64::INFINITY),
+            Some(f64::NEG_INFINITY),
+        ];
+        let x: datafusion::arrow::array::Float64Array = values.iter().copied().collect();
+        let schema = Schema::new(vec![Field::new("x", ArrowType::Float64, true)]);
+        let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(x)]).unwrap();
+        let df_schema = DFSchema::try_from(batch.schema().as_ref().clone()).unwrap();
+        let operators = [
+            Operator::Eq,
+            Operator::NotEq,
+            Operator::Lt,
+            Operator::LtEq,
+            Operator::Gt,
+            Operator::GtEq,
+        ];
+        for constant in [2.5, -2.5, 0.06, f64::NAN, f64::INFINITY] {
+            for op in operators {
+                let condition = Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(col("x")),
+                    op,
+                    Box::new(lit(constant)),
+                ));
+                let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
+                let fast = nonzero_float_comparison(&expr, &batch)
+                    .expect("a comparison with a nonzero constant")
+                    .unwrap();
+                let fast: Vec<bool> = (0..fast.len())
+                    .map(|i| fast.is_valid(i) && fast.value(i))
+                    .collect();
+                assert_eq!(fast, expected(&expr, &batch), "x {op} {constant}");
+            }
+        }
+        // Zero, either sign, is left to DataFusion, which makes -0.0 equal 0.0.
+        for zero in [0.0, -0.0] {
+            let expr = ctx
+                .create_physical_expr(col("x").eq(lit(zero)), &df_schema)
+                .unwrap();
+            assert!(nonzero_float_comparison(&expr, &batch).is_none());
+            let filter = PhysicalFilter::new(expr.clone(), &batch.schema());
+            let answers: Vec<bool> = filter.evaluate(&batch).unwrap().values().iter().collect();
+            assert_eq!(answers, expected(&expr, &batch));
+            assert_eq!(
+                &answers[..2],
+                &[true, true],
+                "-0.0 and 0.0 both equal {zero}"
+            );
         }
     }
 
