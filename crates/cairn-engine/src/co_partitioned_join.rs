@@ -20,8 +20,8 @@
 //! rebuilt join has none, and the scans below are rid of the one the old join would fill.
 
 use crate::access_path::CairnOptions;
-use crate::index_join::{Reach, pass_through};
 use crate::scan_exec::DatasetScanExec;
+use crate::storage_layout::storage_partitioning;
 use arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::internal_err;
@@ -71,15 +71,6 @@ impl PhysicalOptimizerRule for CoPartitionedJoin {
     fn schema_check(&self) -> bool {
         true
     }
-}
-
-/// How a plan's output partitions split rows when each is one storage partition of a
-/// dataset: by the storage hash of the values of output columns `keys` (in the dataset's
-/// partitioning-field order, with their types) over `partitions` partitions.
-#[derive(Debug, PartialEq)]
-struct StoragePartitioning {
-    partitions: usize,
-    keys: Vec<(usize, DataType)>,
 }
 
 /// `plan` with its eligible partitioned joins reading storage partitions against each other.
@@ -190,7 +181,6 @@ fn co_partitioned(join: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>>
     let equated = |(left_key, left_type): &(usize, DataType),
                    (right_key, right_type): &(usize, DataType)| {
         left_type == right_type
-            && hashes_as_joins_compare(left_type)
             && join.on().iter().any(|(left_on, right_on)| {
                 column_index(left_on) == Some(*left_key)
                     && column_index(right_on) == Some(*right_key)
@@ -228,20 +218,6 @@ fn co_partitioned(join: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>>
     Ok(Some(rebuilt))
 }
 
-/// Whether values of `data_type` that a join finds equal are stored as equal keys, and so
-/// hash alike: integers, dates and text do; floating point does not (0.0 and -0.0).
-fn hashes_as_joins_compare(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::Date32
-            | DataType::Utf8
-    )
-}
-
 fn column_index(expr: &Arc<dyn PhysicalExpr>) -> Option<usize> {
     expr.downcast_ref::<Column>().map(Column::index)
 }
@@ -269,110 +245,6 @@ fn without_repartition(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn E
         )?)),
         None => Ok(None),
     }
-}
-
-/// How `plan`'s output partitions split rows, if each is one storage partition of a dataset
-/// read whole: a full scan, under operators that keep each row in its partition, the probe
-/// side of joins that stream it, and joins this rule made.
-fn storage_partitioning(plan: &Arc<dyn ExecutionPlan>) -> Option<StoragePartitioning> {
-    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
-        let schema = plan.schema();
-        let keys = scan
-            .storage_partitioning_columns()?
-            .into_iter()
-            .map(|column| (column, schema.field(column).data_type().clone()))
-            .collect();
-        return Some(StoragePartitioning {
-            partitions: plan.output_partitioning().partition_count(),
-            keys,
-        });
-    }
-    if let Some(join) = plan.downcast_ref::<HashJoinExec>() {
-        return joined_partitioning(join);
-    }
-    if let Some(declared) = plan.downcast_ref::<StoragePartitionedExec>() {
-        return storage_partitioning(&declared.input);
-    }
-    let keeps_partitions = plan.is::<ProjectionExec>()
-        || plan.is::<FilterExec>()
-        || plan.is::<CooperativeExec>()
-        || plan.is::<AggregateExec>();
-    if !keeps_partitions {
-        return None;
-    }
-    let children = plan.children();
-    let [child] = children.as_slice() else {
-        return None;
-    };
-    let below = storage_partitioning(child)?;
-    // The output columns that are the child's key columns, first match each.
-    let width = plan.schema().fields().len();
-    let keys = below
-        .keys
-        .into_iter()
-        .map(|(key, data_type)| {
-            (0..width)
-                .find(|&output| {
-                    pass_through(plan, output, Reach::GroupKeys)
-                        .is_some_and(|(_, column)| column == key)
-                })
-                .map(|output| (output, data_type))
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(StoragePartitioning {
-        partitions: below.partitions,
-        keys,
-    })
-}
-
-/// How a hash join's output partitions split rows when its partitions are storage's: a
-/// collect-left join's are its probe side's; a partitioned join's, both sides' (this rule's
-/// joins read storage partitions directly; DataFusion's read repartitioned ones, which this
-/// does not follow).
-fn joined_partitioning(join: &HashJoinExec) -> Option<StoragePartitioning> {
-    use JoinType::*;
-    use PartitionMode::*;
-    let left_width = join.left().schema().fields().len();
-    let left = || Some((storage_partitioning(join.left())?, 0));
-    let right = |offset| Some((storage_partitioning(join.right())?, offset));
-    // The sides whose partitioning the output keeps, with where their columns start in it.
-    let sides = match (join.partition_mode(), join.join_type()) {
-        (CollectLeft, Inner | Right) => vec![right(left_width)?],
-        (CollectLeft, RightSemi | RightAnti) => vec![right(0)?],
-        // Equal keys: either side's key columns place an inner join's rows.
-        (Partitioned, Inner) => vec![left()?, right(left_width)?],
-        (Partitioned, Left | LeftSemi | LeftAnti) => {
-            right(0)?;
-            vec![left()?]
-        }
-        (Partitioned, Right) => {
-            left()?;
-            vec![right(left_width)?]
-        }
-        (Partitioned, RightSemi | RightAnti) => {
-            left()?;
-            vec![right(0)?]
-        }
-        _ => return None,
-    };
-    sides.into_iter().find_map(|(side, offset)| {
-        let keys = side
-            .keys
-            .into_iter()
-            .map(|(key, data_type)| {
-                let joined = key + offset;
-                let output = match &join.projection {
-                    Some(projection) => projection.iter().position(|&column| column == joined)?,
-                    None => joined,
-                };
-                Some((output, data_type))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(StoragePartitioning {
-            partitions: side.partitions,
-            keys,
-        })
-    })
 }
 
 /// `plan` with the runtime filter of expression id `id` taken from the scans below it.
@@ -407,6 +279,11 @@ pub struct StoragePartitionedExec {
 }
 
 impl StoragePartitionedExec {
+    /// The plan whose partitions are declared.
+    pub(crate) fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
     fn new(input: Arc<dyn ExecutionPlan>, partitioning: Partitioning) -> StoragePartitionedExec {
         let properties = PlanProperties::clone(input.properties()).with_partitioning(partitioning);
         StoragePartitionedExec {

@@ -66,6 +66,7 @@ pub mod shape_cache;
 pub mod single_phase_aggregate;
 pub mod spatial_join;
 pub mod spatial_nearest;
+mod storage_layout;
 pub mod table;
 pub mod yield_points;
 

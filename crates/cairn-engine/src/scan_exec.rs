@@ -294,14 +294,6 @@ impl DatasetScanExec {
         &self.access
     }
 
-    /// Whether each output partition is one storage partition of a full scan and rows of equal
-    /// values in output columns `columns` therefore lie in one output partition: the dataset's
-    /// partitioning fields are all among those columns, read as stored.
-    pub(crate) fn partitioned_on(&self, columns: &[usize]) -> bool {
-        self.storage_partitioning_columns()
-            .is_some_and(|keys| keys.iter().all(|key| columns.contains(key)))
-    }
-
     /// When each output partition is one storage partition of a full scan: the output
     /// columns holding the dataset's partitioning fields, in the order storage hashes them
     /// (see `DatasetType::partition_of`). `None` for other scans, or when the projection

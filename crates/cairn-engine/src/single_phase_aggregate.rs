@@ -21,8 +21,7 @@
 //! The same rule of partitioning-free operators above applies, since the output partition
 //! count changes.
 
-use crate::index_join::{Reach, pass_through};
-use crate::scan_exec::DatasetScanExec;
+use crate::storage_layout::storage_partitioning;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::error::Result;
@@ -30,7 +29,6 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::GlobalLimitExec;
 use datafusion::physical_plan::projection::ProjectionExec;
@@ -223,9 +221,9 @@ fn more_partitions(
 }
 
 /// `two_phase` as one aggregate per input partition followed by the same hash repartition,
-/// if the input is a dataset's full scan, partition for partition, and the group keys hold
-/// the dataset's partitioning fields: each group's rows are then in one storage partition
-/// already, and the final phase would only merge partial groups that are already whole.
+/// if the input's partitions are a dataset's storage partitions and the group keys hold the
+/// dataset's partitioning fields (storage_layout.rs): each group's rows are then in one
+/// storage partition already, and the final phase would only merge partial groups that are already whole.
 /// The output is partitioned as before, so nothing above notices. TPC-H Q18 groups 6 M
 /// lineitems by `l_orderkey`, lineitem's partitioning key.
 fn storage_partitioned(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
@@ -260,7 +258,9 @@ fn storage_partitioned(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn Execut
     else {
         return Ok(None);
     };
-    if !on_groups || !partitioned_scan_under(partial.input(), &group_columns) {
+    let storage_grouped = storage_partitioning(partial.input())
+        .is_some_and(|layout| layout.places_equal_rows_of(&group_columns));
+    if !on_groups || !storage_grouped {
         return Ok(None);
     }
     let whole = AggregateExec::try_new(
@@ -277,28 +277,6 @@ fn storage_partitioned(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn Execut
     let repartitioned =
         RepartitionExec::try_new(Arc::new(whole), repartition.partitioning().clone())?;
     Ok(Some(Arc::new(repartitioned)))
-}
-
-/// Whether `plan` is a dataset scan [`DatasetScanExec::partitioned_on`] its columns that
-/// output columns `columns` are, under operators that keep each partition's rows in their
-/// partition (projections, filters, cooperative yields).
-fn partitioned_scan_under(plan: &Arc<dyn ExecutionPlan>, columns: &[usize]) -> bool {
-    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
-        return scan.partitioned_on(columns);
-    }
-    let keeps_partitions =
-        plan.is::<ProjectionExec>() || plan.is::<FilterExec>() || plan.is::<CooperativeExec>();
-    if !keeps_partitions {
-        return false;
-    }
-    let below: Option<Vec<usize>> = columns
-        .iter()
-        .map(|&column| pass_through(plan, column, Reach::Rows).map(|(_, below)| below))
-        .collect();
-    match (below, plan.children().as_slice()) {
-        (Some(below), [child]) => partitioned_scan_under(child, &below),
-        _ => false,
-    }
 }
 
 /// `two_phase` as one `Single` aggregate, if its input is one partition of at most
