@@ -93,9 +93,9 @@ pub(crate) fn storage_partitioning(plan: &Arc<dyn ExecutionPlan>) -> Option<Stor
 }
 
 /// How a hash join's output partitions split rows when its partitions are storage's: a
-/// collect-left join's are its probe side's; a partitioned join's, both sides' (co_partitioned_join.rs's
-/// joins read storage partitions directly; DataFusion's read repartitioned ones, which this
-/// does not follow).
+/// collect-left join's are its probe side's; a partitioned join's, both sides' (the joins
+/// co_partitioned_join.rs made read storage partitions directly; DataFusion's read
+/// repartitioned ones, which this does not follow).
 fn joined_partitioning(join: &HashJoinExec) -> Option<StoragePartitioning> {
     use JoinType::*;
     use PartitionMode::*;
