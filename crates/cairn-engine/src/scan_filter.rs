@@ -12,10 +12,13 @@ use cairn_storage::dataset::Dataset;
 use cairn_storage::predicate_cache::{Atom, Predicate, RangeBound};
 use cairn_storage::secondary_index::field_type;
 use cairn_storage::{ColumnComparison, ComparisonOp, RowFilter, ScanFilter};
-use datafusion::arrow::array::{Array, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, Datum, RecordBatch, Scalar,
+};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::{DataType as ArrowType, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -164,6 +167,8 @@ struct PhysicalFilter {
 
 struct Conjunct {
     expr: Arc<dyn PhysicalExpr>,
+    /// `expr` as a float comparison Arrow answers directly, when it is one.
+    float_comparison: Option<FloatComparison>,
     /// Whether evaluating it over every row costs about as much as choosing rows for it.
     cheap: bool,
 }
@@ -201,6 +206,7 @@ impl PhysicalFilter {
             .into_iter()
             .map(|conjunct| Conjunct {
                 expr: conjunct.clone(),
+                float_comparison: FloatComparison::of(conjunct, schema),
                 cheap: is_cheap(conjunct),
             })
             .collect();
@@ -221,12 +227,13 @@ impl PhysicalFilter {
     /// Which rows of `batch` satisfy `conjunct` (null as not), as bits.
     fn conjunct_bits(
         &self,
-        conjunct: &Arc<dyn PhysicalExpr>,
+        conjunct: &Conjunct,
         batch: &RecordBatch,
     ) -> Result<BooleanBuffer, String> {
-        let array: Arc<dyn Array> = match nonzero_float_comparison(conjunct, batch) {
-            Some(answers) => Arc::new(answers.map_err(|e| e.to_string())?),
+        let array: Arc<dyn Array> = match &conjunct.float_comparison {
+            Some(comparison) => Arc::new(comparison.evaluate(batch).map_err(|e| e.to_string())?),
             None => conjunct
+                .expr
                 .evaluate(batch)
                 .and_then(|value| value.into_array(batch.num_rows()))
                 .map_err(|e| e.to_string())?,
@@ -241,42 +248,57 @@ impl PhysicalFilter {
     }
 }
 
-/// The answers of `expr` over `batch` when it is `column op constant` on a floating-point
-/// column and the constant is not zero, from Arrow's comparison kernel directly. DataFusion
-/// first rewrites the column's -0.0 values to 0.0 so that they equal 0.0: a pass over the
-/// column per comparison, 6 % of TPC-H Q6's CPU. Against any other constant (NaN included)
-/// the two zeros compare alike, so the answers are DataFusion's. `None` for other conditions.
-fn nonzero_float_comparison(
-    expr: &Arc<dyn PhysicalExpr>,
-    batch: &RecordBatch,
-) -> Option<Result<BooleanArray, datafusion::arrow::error::ArrowError>> {
-    use datafusion::arrow::array::{Float32Array, Float64Array};
-    use datafusion::arrow::compute::kernels::cmp;
-    let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
-    let column = batch.column(binary.left().downcast_ref::<Column>()?.index());
-    let constant: Arc<dyn Array> = match binary.right().downcast_ref::<Literal>()?.value() {
-        ScalarValue::Float64(Some(value)) if *value != 0.0 => {
-            Arc::new(Float64Array::from(vec![*value]))
+/// `column op constant` on a floating-point column where the constant is not zero, answered
+/// by Arrow's comparison kernel directly. DataFusion first rewrites the column's -0.0 values
+/// to 0.0 so that they equal 0.0: a pass over the column per comparison, 6 % of TPC-H Q6's
+/// CPU. Against any other constant (NaN included) the two zeros compare alike, so the answers
+/// are DataFusion's.
+struct FloatComparison {
+    column: usize,
+    compare: FloatCompare,
+    constant: Scalar<ArrayRef>,
+}
+
+type FloatCompare = fn(&dyn Datum, &dyn Datum) -> Result<BooleanArray, ArrowError>;
+
+impl FloatComparison {
+    /// `expr` as such a comparison over batches of `schema`; `None` for other conditions.
+    fn of(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<FloatComparison> {
+        use datafusion::arrow::array::{Float32Array, Float64Array};
+        use datafusion::arrow::compute::kernels::cmp;
+        let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
+        let column = binary.left().downcast_ref::<Column>()?.index();
+        let constant: ArrayRef = match binary.right().downcast_ref::<Literal>()?.value() {
+            ScalarValue::Float64(Some(value)) if *value != 0.0 => {
+                Arc::new(Float64Array::from(vec![*value]))
+            }
+            ScalarValue::Float32(Some(value)) if *value != 0.0 => {
+                Arc::new(Float32Array::from(vec![*value]))
+            }
+            _ => return None,
+        };
+        if schema.fields().get(column)?.data_type() != constant.data_type() {
+            return None;
         }
-        ScalarValue::Float32(Some(value)) if *value != 0.0 => {
-            Arc::new(Float32Array::from(vec![*value]))
-        }
-        _ => return None,
-    };
-    if column.data_type() != constant.data_type() {
-        return None;
+        let compare: FloatCompare = match binary.op() {
+            Operator::Eq => cmp::eq,
+            Operator::NotEq => cmp::neq,
+            Operator::Lt => cmp::lt,
+            Operator::LtEq => cmp::lt_eq,
+            Operator::Gt => cmp::gt,
+            Operator::GtEq => cmp::gt_eq,
+            _ => return None,
+        };
+        Some(FloatComparison {
+            column,
+            compare,
+            constant: Scalar::new(constant),
+        })
     }
-    let constant = datafusion::arrow::array::Scalar::new(constant);
-    let compare = match binary.op() {
-        Operator::Eq => cmp::eq,
-        Operator::NotEq => cmp::neq,
-        Operator::Lt => cmp::lt,
-        Operator::LtEq => cmp::lt_eq,
-        Operator::Gt => cmp::gt,
-        Operator::GtEq => cmp::gt_eq,
-        _ => return None,
-    };
-    Some(compare(column, &constant))
+
+    fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
+        (self.compare)(batch.column(self.column), &self.constant)
+    }
 }
 
 /// `expr` as `column op constant` (either way round), when it compares a column of `schema`
@@ -378,10 +400,10 @@ impl RowFilter for PhysicalFilter {
                     let chosen = BooleanArray::new(so_far.clone(), None);
                     let cut_batch =
                         filter_record_batch(batch, &chosen).map_err(|e| e.to_string())?;
-                    let answers = self.conjunct_bits(&conjunct.expr, &cut_batch)?;
+                    let answers = self.conjunct_bits(conjunct, &cut_batch)?;
                     scatter(so_far, &answers)
                 }
-                _ => self.conjunct_bits(&conjunct.expr, batch)?,
+                _ => self.conjunct_bits(conjunct, batch)?,
             };
             passing = Some(match passing {
                 Some(so_far) => &so_far & &bits,
@@ -627,8 +649,9 @@ mod tests {
                     Box::new(lit(constant)),
                 ));
                 let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
-                let fast = nonzero_float_comparison(&expr, &batch)
+                let fast = FloatComparison::of(&expr, &batch.schema())
                     .expect("a comparison with a nonzero constant")
+                    .evaluate(&batch)
                     .unwrap();
                 let fast: Vec<bool> = (0..fast.len())
                     .map(|i| fast.is_valid(i) && fast.value(i))
@@ -641,7 +664,7 @@ mod tests {
             let expr = ctx
                 .create_physical_expr(col("x").eq(lit(zero)), &df_schema)
                 .unwrap();
-            assert!(nonzero_float_comparison(&expr, &batch).is_none());
+            assert!(FloatComparison::of(&expr, &batch.schema()).is_none());
             let filter = PhysicalFilter::new(expr.clone(), &batch.schema());
             let answers: Vec<bool> = filter.evaluate(&batch).unwrap().values().iter().collect();
             assert_eq!(answers, expected(&expr, &batch));
