@@ -640,13 +640,24 @@ impl SelectedRows<'_> {
     }
 }
 
+/// The skip units of `offsets` (ascending), each with the positions in `offsets` that lie in
+/// it, in order.
+fn unit_spans(offsets: &[u64]) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let unit = offsets.get(start)? / SKIP_UNIT_ROWS;
+        let end =
+            start + offsets[start..].partition_point(|&offset| offset / SKIP_UNIT_ROWS == unit);
+        let span = start..end;
+        start = end;
+        Some((unit as usize, span))
+    })
+}
+
 /// Marks the unit of every offset of `passing` (ascending), once per unit.
 fn note_units(passing: &[u64], matched: &mut [bool]) {
-    let mut rest = passing;
-    while let Some(&offset) = rest.first() {
-        let unit = offset / SKIP_UNIT_ROWS;
-        matched[unit as usize] = true;
-        rest = &rest[rest.partition_point(|&offset| offset / SKIP_UNIT_ROWS == unit)..];
+    for (unit, _) in unit_spans(passing) {
+        matched[unit] = true;
     }
 }
 
@@ -656,14 +667,10 @@ fn note_units(passing: &[u64], matched: &mut [bool]) {
 fn note_matches(mask: &BooleanArray, offsets: &[u64], matched: &mut [bool]) {
     debug_assert_eq!(mask.len(), offsets.len(), "a mask bit per offset");
     let passes = mask.values();
-    let mut row = 0;
-    while let Some(&offset) = offsets.get(row) {
-        let unit = offset / SKIP_UNIT_ROWS;
-        let rows = offsets[row..].partition_point(|&offset| offset / SKIP_UNIT_ROWS == unit);
-        if passes.slice(row, rows).count_set_bits() > 0 {
-            matched[unit as usize] = true;
+    for (unit, rows) in unit_spans(offsets) {
+        if passes.slice(rows.start, rows.len()).count_set_bits() > 0 {
+            matched[unit] = true;
         }
-        row += rows;
     }
 }
 
