@@ -5,7 +5,8 @@
 //! Every component, however written, has the layout component.rs describes: the dataset's
 //! Arrow schema, LZ4 pages of at most the dataset's page rows (uncompressed for the columns
 //! `DatasetShape::column_encodings` finds LZ4 barely shrinks; mostly-distinct strings
-//! length-first, as DELTA_LENGTH_BYTE_ARRAY), row-group statistics, the offset
+//! length-first, as DELTA_LENGTH_BYTE_ARRAY; integers that pack small as uncompressed
+//! DELTA_BINARY_PACKED), row-group statistics, the offset
 //! index, a bloom filter on the first key column and the distinct-count sketches in the footer.
 
 use crate::ascii_columns::{ASCII_COLUMNS_KEY, AsciiColumns, AsciiTracker};
@@ -89,6 +90,9 @@ impl ComponentWriter {
         let ascii_tracked = AsciiTracker::columns_to_track(&shape.schema, &encodings.delta_lengths);
         for column in encodings.delta_lengths {
             props = props.set_column_encoding(column, Encoding::DELTA_LENGTH_BYTE_ARRAY);
+        }
+        for column in encodings.delta_packed {
+            props = props.set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
         }
         let props = props
             .set_compression(Compression::LZ4_RAW)

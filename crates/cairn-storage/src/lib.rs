@@ -23,6 +23,7 @@ pub mod bulk_load;
 pub mod cache;
 pub mod chunk_buffers;
 mod column_chunks;
+pub mod column_encodings;
 pub mod component;
 mod component_file;
 pub mod component_indexes;

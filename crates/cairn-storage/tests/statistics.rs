@@ -252,8 +252,9 @@ fn flushed_component(
 }
 
 /// Leaves that LZ4 barely shrinks (timestamps and coordinates spread over their range) are
-/// written uncompressed, so scans need not decompress them; mostly-distinct leaves that LZ4
-/// does shrink (ids close together, text) and repetitive ones stay compressed.
+/// written uncompressed, so scans need not decompress them; mostly-distinct text that LZ4
+/// does shrink and repetitive leaves stay compressed; ids close together, which LZ4 shrinks
+/// too, are bit-packed deltas instead, uncompressed.
 #[test]
 fn columns_that_lz4_barely_shrinks_are_written_uncompressed() {
     use cairn_model::{DataType, Field};
@@ -285,7 +286,12 @@ fn columns_that_lz4_barely_shrinks_are_written_uncompressed() {
     assert_eq!(compression("at"), Compression::UNCOMPRESSED);
     assert_eq!(compression("location.x"), Compression::UNCOMPRESSED);
     assert_eq!(compression("location.y"), Compression::UNCOMPRESSED);
-    assert_eq!(compression("id"), Compression::LZ4_RAW);
+    assert_eq!(compression("id"), Compression::UNCOMPRESSED);
+    assert!(
+        chunk("id")
+            .encodings()
+            .any(|e| e == parquet::basic::Encoding::DELTA_BINARY_PACKED)
+    );
     assert_eq!(compression("text"), Compression::LZ4_RAW);
     assert_eq!(compression("kind"), Compression::LZ4_RAW);
 }
@@ -459,4 +465,95 @@ fn distinct_estimates_follow_components_without_analyze() {
         dataset.sketched_distinct("v").map(|e| e > 3_000),
         Some(true)
     );
+}
+
+/// Integers that pack small as deltas (a sorted key, ids of a narrow range, a clock that
+/// ticks forward, ids in lists, numbers among nulls) are written as uncompressed
+/// DELTA_BINARY_PACKED; integers scattered over their whole range keep the plain layout.
+/// Key fetches and scans read every value back.
+#[test]
+fn integers_that_pack_small_are_written_as_deltas() {
+    use cairn_model::json::record_from_json;
+    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use parquet::basic::{Compression, Encoding};
+    let dir = tempfile::tempdir().unwrap();
+    let record_type = RecordType::new(
+        vec![
+            Field::new("id", DataType::Int64),
+            Field::new("supplier", DataType::Int64),
+            Field::new("sent", DataType::DateTime),
+            Field::new("friends", DataType::List(Box::new(DataType::Int64))),
+            Field::optional("boss", DataType::Int32),
+            Field::new("hash", DataType::Int64),
+        ],
+        false,
+    )
+    .unwrap();
+    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+    let options = cairn_storage::StorageOptions {
+        background_work: false,
+        ..Default::default()
+    };
+    let storage = Storage::open(dir.path(), options).unwrap();
+    storage.create_dataset("d", dataset_type, Some(1)).unwrap();
+    let scramble = |id: i64| (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64;
+    let records: Vec<_> = (0..3_000i64)
+        .map(|i| {
+            let id = 3 * i + i % 2;
+            let friends: Vec<i64> = (0..i % 4)
+                .map(|f| 1_000 + (scramble(id + f) >> 50))
+                .collect();
+            let boss = (i % 5 != 0).then_some(i as i32 / 7 - 100);
+            let mut doc = serde_json::json!({
+                "id": id,
+                "supplier": 1 + (scramble(id) >> 40).rem_euclid(10_000),
+                "sent": format!(
+                    "2026-12-06T{:02}:{:02}:{:02}.{:03}",
+                    i / 3_600 % 24,
+                    i / 60 % 60,
+                    i % 60,
+                    i % 997
+                ),
+                "friends": friends,
+                "hash": scramble(id),
+            });
+            if let Some(boss) = boss {
+                doc["boss"] = boss.into();
+            }
+            record_from_json(&record_type, &doc).unwrap()
+        })
+        .collect();
+    for record in &records {
+        storage.insert("d", record.clone()).unwrap();
+    }
+    storage.flush("d").unwrap();
+
+    let chunk = column_chunks(dir.path());
+    for path in ["id", "supplier", "sent", "friends.list.item", "boss"] {
+        let chunk = chunk(path);
+        let encodings: Vec<_> = chunk.encodings().collect();
+        assert!(
+            encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+            "{path}: {encodings:?}"
+        );
+        assert_eq!(chunk.compression(), Compression::UNCOMPRESSED, "{path}");
+    }
+    let hash = chunk("hash");
+    assert!(!hash.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED));
+    assert_eq!(hash.compression(), Compression::UNCOMPRESSED);
+
+    for i in [0, 1, 2, 1_499, 2_999] {
+        let id = 3 * i + i % 2;
+        assert_eq!(
+            storage.get("d", &Key::int(id)).unwrap().as_ref(),
+            Some(&records[i as usize])
+        );
+    }
+    let scanned: Vec<_> = storage
+        .range("d", std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+        .unwrap()
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
+    assert_eq!(scanned, records);
 }

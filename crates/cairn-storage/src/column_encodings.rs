@@ -1,0 +1,507 @@
+//! How a component's writer encodes each column, chosen from a sample of the rows it is about
+//! to write: which leaves go without a dictionary, which without compression, which strings
+//! length-first and which integers as bit-packed deltas. Readers need none of this: every
+//! page names its own encoding.
+
+use crate::component::DATA_PAGE_BYTES_PER_ROW;
+use crate::shape::DatasetShape;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType as ArrowType, Int64Type};
+use parquet::schema::types::ColumnPath;
+use std::collections::HashSet;
+
+/// A column whose sample has more than this share of distinct values is written without a
+/// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
+/// and a decode of the whole dictionary on every read of a few rows, and saving nothing.
+const DICTIONARY_DISTINCT_SHARE_MAX: f64 = 0.5;
+/// Rows of a batch [`DatasetShape::column_encodings`] looks at: one default row group.
+const DICTIONARY_SAMPLE_ROWS: usize = 16 * 1024;
+
+fn is_flat(data_type: &ArrowType) -> bool {
+    data_type == &ArrowType::Utf8 || data_type.is_primitive()
+}
+
+/// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the non-null values differ, or
+/// more than `entries_max` do. A read of one row decodes its row group's whole dictionary, and
+/// past a page's worth of entries that costs more than the page itself: BigFUN's user names
+/// (about a thousand a row group) and employment dates made a fetch of 100 users decode 40 KB
+/// of dictionaries per row group it touched, two thirds of the fetch.
+fn too_distinct_for_a_dictionary(values: &ArrayRef, entries_max: usize) -> bool {
+    let present = values.len() - values.null_count();
+    let Ok(converter) =
+        arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
+    else {
+        return false;
+    };
+    let Ok(rows) = converter.convert_columns(std::slice::from_ref(values)) else {
+        return false;
+    };
+    let distinct: HashSet<&[u8]> = (0..rows.num_rows())
+        .filter(|&i| values.is_valid(i))
+        .map(|i| rows.row(i).data())
+        .collect();
+    distinct.len() > entries_max
+        || (present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64)
+}
+
+/// The flat leaves under `column` (at `path`, one part per level) with their Parquet paths:
+/// the column itself when flat; for a list, the leaves of its values (friend ids); for a
+/// struct, the leaves of each field (a user's screen name, a point's coordinates).
+fn flat_leaves(
+    path: &mut Vec<String>,
+    column: &ArrayRef,
+    leaves: &mut Vec<(ArrayRef, ColumnPath)>,
+) {
+    match column.data_type() {
+        ArrowType::List(item) => {
+            let Some(list) = column.as_list_opt::<i32>() else {
+                return;
+            };
+            // A sliced list's values array still holds every row's values.
+            let offsets = list.value_offsets();
+            let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+            // One part per level: `ColumnPath::from("a.list.item")` would name a top-level
+            // column with dots in its name, and match no leaf.
+            path.extend(["list".to_string(), item.name().clone()]);
+            flat_leaves(path, &list.values().slice(first, last - first), leaves);
+            path.truncate(path.len() - 2);
+        }
+        ArrowType::Struct(fields) => {
+            let Some(record) = column.as_struct_opt() else {
+                return;
+            };
+            // A sliced struct's children are sliced alike.
+            for (field, child) in fields.iter().zip(record.columns()) {
+                path.push(field.name().clone());
+                flat_leaves(path, child, leaves);
+                path.pop();
+            }
+        }
+        data_type if is_flat(data_type) => {
+            leaves.push((column.clone(), ColumnPath::new(path.clone())));
+        }
+        _ => {}
+    }
+}
+
+/// A mostly-distinct leaf is written uncompressed when LZ4 shrinks its sample's values to
+/// more than this share of their size: saving less than a fifth of the bytes, it would cost
+/// every scan of the column a decompression (timestamps and coordinates spread over their
+/// range barely compress, and decompressing them was a tenth of a Q12 scan).
+const COMPRESSED_SHARE_MAX: f64 = 0.8;
+
+/// What LZ4 makes of a leaf's sample, compressed a page at a time as the writer compresses
+/// it: the plain layout's bytes (fixed-width values, or a string's characters) and what LZ4
+/// leaves of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lz4Sizes {
+    plain: usize,
+    compressed: usize,
+}
+
+impl Lz4Sizes {
+    /// Whether LZ4 leaves more than [`COMPRESSED_SHARE_MAX`] of the bytes.
+    fn compresses_poorly(self) -> bool {
+        self.plain >= 64 && self.compressed as f64 > COMPRESSED_SHARE_MAX * self.plain as f64
+    }
+}
+
+/// [`Lz4Sizes`] of `values` in pages of `page_rows` rows and [`DATA_PAGE_BYTES_PER_ROW`]
+/// bytes a row at most; `None` for a leaf that is neither text nor fixed-width. One block of
+/// the whole sample finds repeats no page holds: TPC-H's ship, commit and receipt dates (2,526
+/// distinct days in a row group) looked compressible as one, LZ4 left 88 % of them in their
+/// pages, and Q4 spent a quarter of its time in LZ4, about half of it on these dates.
+fn lz4_sizes(values: &ArrayRef, page_rows: usize) -> Option<Lz4Sizes> {
+    let page_bytes_max = page_rows * DATA_PAGE_BYTES_PER_ROW;
+    let sizes = |bytes: &[u8], page_bytes: usize| Lz4Sizes {
+        plain: bytes.len(),
+        compressed: bytes
+            .chunks(page_bytes.max(1))
+            .map(|page| lz4_flex::block::compress(page).len())
+            .sum(),
+    };
+    if let Some(strings) = values.as_string_opt::<i32>() {
+        let offsets = strings.value_offsets();
+        let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+        return Some(sizes(&strings.value_data()[first..last], page_bytes_max));
+    }
+    let width = values.data_type().primitive_width()?;
+    let data = values.to_data();
+    let buffer = data.buffers().first()?;
+    let start = data.offset() * width;
+    let page_bytes = (page_rows * width).min(page_bytes_max);
+    Some(sizes(
+        &buffer.as_slice()[start..start + data.len() * width],
+        page_bytes,
+    ))
+}
+
+/// An integer leaf's non-null values, widened to `i64`, with the values in a miniblock of
+/// its delta encoding.
+struct IntegerLeaf {
+    values: Vec<i64>,
+    miniblock_values: usize,
+}
+
+/// The values of a leaf Parquet stores as INT32 or INT64 (integers, dates, times, timestamps,
+/// durations); `None` for any other leaf.
+fn integer_leaf(values: &ArrayRef) -> Option<IntegerLeaf> {
+    // The Parquet writer packs INT32 deltas 32 to a miniblock and INT64 deltas 64.
+    let miniblock_values = match values.data_type() {
+        ArrowType::Int8
+        | ArrowType::Int16
+        | ArrowType::Int32
+        | ArrowType::Date32
+        | ArrowType::Time32(_) => 32,
+        ArrowType::Int64 | ArrowType::Timestamp(..) | ArrowType::Duration(_) => 64,
+        _ => return None,
+    };
+    let widened = arrow::compute::cast(values, &ArrowType::Int64)
+        .ok()
+        .or_else(|| {
+            // Time32 does not cast to Int64 directly; through its own width it does.
+            let narrow = arrow::compute::cast(values, &ArrowType::Int32).ok()?;
+            arrow::compute::cast(&narrow, &ArrowType::Int64).ok()
+        })?;
+    let values = widened
+        .as_primitive_opt::<Int64Type>()?
+        .iter()
+        .flatten()
+        .collect();
+    Some(IntegerLeaf {
+        values,
+        miniblock_values,
+    })
+}
+
+/// Miniblocks in a block of Parquet's DELTA_BINARY_PACKED encoding as the writer lays it out.
+const DELTA_MINIBLOCKS: usize = 4;
+
+/// Bytes of a ULEB128 varint of `value`, as the delta encoding writes its header fields.
+fn varint_bytes(value: u64) -> usize {
+    (64 - value.leading_zeros() as usize).max(1).div_ceil(7)
+}
+
+/// Bytes of a zigzag varint of `value`: the first value and each block's smallest delta.
+fn zigzag_varint_bytes(value: i64) -> usize {
+    varint_bytes(((value << 1) ^ (value >> 63)) as u64)
+}
+
+/// Bytes `leaf`'s values take as DELTA_BINARY_PACKED pages of `page_rows` values: per page a
+/// header (block size, miniblock count, value count, first value), per block its smallest
+/// delta and one width byte per miniblock, then each miniblock's deltas less the smallest,
+/// bit-packed at the width the largest needs and padded to a full miniblock.
+fn delta_packed_bytes(leaf: &IntegerLeaf, page_rows: usize) -> usize {
+    let miniblock_values = leaf.miniblock_values;
+    let block_values = miniblock_values * DELTA_MINIBLOCKS;
+    leaf.values
+        .chunks(page_rows.max(1))
+        .map(|page| {
+            let header = varint_bytes(block_values as u64)
+                + varint_bytes(DELTA_MINIBLOCKS as u64)
+                + varint_bytes(page.len() as u64)
+                + zigzag_varint_bytes(page[0]);
+            let deltas: Vec<i64> = page.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+            let blocks: usize = deltas
+                .chunks(block_values)
+                .map(|block| {
+                    let smallest = block.iter().copied().min().unwrap_or(0);
+                    let packed: usize = block
+                        .chunks(miniblock_values)
+                        .map(|miniblock| {
+                            let widest = miniblock
+                                .iter()
+                                .map(|&delta| delta.wrapping_sub(smallest) as u64)
+                                .max()
+                                .unwrap_or(0);
+                            miniblock_values * (64 - widest.leading_zeros() as usize) / 8
+                        })
+                        .sum();
+                    zigzag_varint_bytes(smallest) + DELTA_MINIBLOCKS + packed
+                })
+                .sum();
+            header + blocks
+        })
+        .sum()
+}
+
+/// How the writer encodes particular columns, chosen from a sample of the rows.
+#[derive(Debug, Default)]
+pub struct ColumnEncodings {
+    /// Written without a dictionary.
+    pub undictionaried: Vec<ColumnPath>,
+    /// Written without compression.
+    pub uncompressed: Vec<ColumnPath>,
+    /// Strings written without a dictionary, laid out as Parquet's
+    /// DELTA_LENGTH_BYTE_ARRAY: every value's length first, then all values' bytes end to end.
+    /// A reader copies a page's bytes into Arrow's value buffer in one piece; from the plain
+    /// layout (each value behind its own length) it copies them value by value.
+    pub delta_lengths: Vec<ColumnPath>,
+    /// Integer leaves without a dictionary written as Parquet's DELTA_BINARY_PACKED, without
+    /// compression: the differences of consecutive values bit-packed at the width each
+    /// miniblock needs. Sorted keys and integers of a narrow range take a fraction of their LZ4
+    /// size that way, and decode 2–4 times faster than LZ4 pages (keys like `l_orderkey`: a
+    /// quarter of the LZ4 size, 1.2 against 4.4 ns a value; bench/results/delta-integers/).
+    pub delta_packed: Vec<ColumnPath>,
+}
+
+impl DatasetShape {
+    /// The encodings of the columns that depart from the default (a dictionary where values
+    /// repeat, LZ4 pages):
+    /// - without a dictionary: the key columns (unique by definition), and the string and
+    ///   primitive leaves (timestamps, numbers) — top-level, in lists (friend ids) or in
+    ///   nested records (screen names, coordinates) — whose values are mostly distinct in
+    ///   `sample`, or more than a page's worth of distinct values (names, dates);
+    /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks, and
+    ///   the delta-packed ones;
+    /// - delta lengths: the string leaves, among those judged from `sample`, written without
+    ///   a dictionary (with no sample, a string key keeps the plain layout);
+    /// - delta packed: the integer leaves among those judged from `sample`, written without a
+    ///   dictionary, that LZ4 would compress and that take no more bytes as deltas than as
+    ///   LZ4 pages (with no sample, an integer key keeps the plain LZ4 layout).
+    pub fn column_encodings(&self, sample: Option<&RecordBatch>) -> ColumnEncodings {
+        let mut encodings = ColumnEncodings {
+            undictionaried: self
+                .dataset_type
+                .primary_key
+                .iter()
+                .map(|name| ColumnPath::from(name.as_str()))
+                .collect(),
+            uncompressed: Vec::new(),
+            delta_lengths: Vec::new(),
+            delta_packed: Vec::new(),
+        };
+        let Some(sample) = sample.filter(|b| b.num_rows() >= 64) else {
+            return encodings;
+        };
+        // A flush's batch is its whole memory component; the first rows tell as much.
+        let sample = sample.slice(0, sample.num_rows().min(DICTIONARY_SAMPLE_ROWS));
+        for (index, field) in self.schema.fields().iter().enumerate() {
+            let mut leaves = Vec::new();
+            flat_leaves(
+                &mut vec![field.name().clone()],
+                sample.column(index),
+                &mut leaves,
+            );
+            let is_key = self.key_column_indices.contains(&index);
+            for (values, path) in leaves {
+                if !is_key && !too_distinct_for_a_dictionary(&values, self.page_rows) {
+                    continue;
+                }
+                let lz4 = lz4_sizes(&values, self.page_rows);
+                if lz4.is_some_and(Lz4Sizes::compresses_poorly) {
+                    encodings.uncompressed.push(path.clone());
+                } else if let (Some(lz4), Some(integers)) = (lz4, integer_leaf(&values))
+                    && !integers.values.is_empty()
+                    && delta_packed_bytes(&integers, self.page_rows) <= lz4.compressed
+                {
+                    encodings.uncompressed.push(path.clone());
+                    encodings.delta_packed.push(path.clone());
+                }
+                // Flat leaves are strings or primitives (`is_flat`).
+                if values.data_type() == &ArrowType::Utf8 {
+                    encodings.delta_lengths.push(path.clone());
+                }
+                if !is_key {
+                    encodings.undictionaried.push(path);
+                }
+            }
+        }
+        encodings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array};
+    use arrow::datatypes::{Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, Encoding};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use std::sync::Arc;
+
+    /// A row group of TPC-H-like dates: 16,384 days drawn from 2,526, as days since 1970.
+    fn scattered_days() -> ArrayRef {
+        let day = |i: u64| 8035 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as i32 % 2526;
+        Arc::new(Int32Array::from_iter_values((0..16_384).map(day)))
+    }
+
+    fn compresses_poorly(values: &ArrayRef, page_rows: usize) -> bool {
+        lz4_sizes(values, page_rows).is_some_and(Lz4Sizes::compresses_poorly)
+    }
+
+    #[test]
+    fn compressibility_is_judged_a_page_at_a_time() {
+        let days = scattered_days();
+        // As one 64 KB block the days repeat often enough for LZ4; in pages they do not.
+        assert!(!compresses_poorly(&days, crate::component::PAGE_ROWS_MAX));
+        assert!(compresses_poorly(&days, 1024));
+        assert!(compresses_poorly(&days, crate::component::DATA_PAGE_ROWS));
+        // Days in order compress in any page.
+        let ordered: ArrayRef = Arc::new(Int32Array::from_iter_values((0..16_384).map(|i| i / 8)));
+        assert!(!compresses_poorly(
+            &ordered,
+            crate::component::DATA_PAGE_ROWS
+        ));
+    }
+
+    /// Sorted keys with gaps and repeats, as one hash partition of TPC-H's `l_orderkey` holds.
+    fn sorted_keys(rows: usize) -> Vec<i64> {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut keys = Vec::with_capacity(rows);
+        let mut key = 1i64;
+        while keys.len() < rows {
+            let repeats = 1 + next() % 7;
+            keys.extend(std::iter::repeat_n(key, repeats as usize));
+            key += 1 + (next() % 7) as i64;
+        }
+        keys.truncate(rows);
+        keys
+    }
+
+    /// Data-page bytes (headers excluded) of `values` written by the Parquet writer as
+    /// uncompressed DELTA_BINARY_PACKED pages of `page_rows` rows.
+    fn written_delta_bytes(values: &ArrayRef, page_rows: usize) -> usize {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "v",
+            values.data_type().clone(),
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![values.clone()]).unwrap();
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_encoding(Encoding::DELTA_BINARY_PACKED)
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_data_page_row_count_limit(page_rows)
+            .set_write_batch_size(page_rows)
+            .build();
+        let mut file = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut file, schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let reader = SerializedFileReader::new(bytes::Bytes::from(file)).unwrap();
+        let mut pages = reader
+            .get_row_group(0)
+            .unwrap()
+            .get_column_page_reader(0)
+            .unwrap();
+        let mut bytes = 0;
+        while let Some(page) = pages.get_next_page().unwrap() {
+            assert_eq!(page.encoding(), Encoding::DELTA_BINARY_PACKED);
+            // A page without nulls in a required column holds only the encoded values.
+            bytes += page.buffer().len();
+        }
+        bytes
+    }
+
+    #[test]
+    fn the_delta_estimate_is_what_the_writer_writes() {
+        let scattered: Vec<i64> = (0..20_000u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as i64 % 10_000 - 5_000)
+            .collect();
+        let extremes: Vec<i64> = (0..3_000)
+            .map(|i| if i % 3 == 0 { i64::MIN } else { i64::MAX - i })
+            .collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(sorted_keys(20_000))),
+            Arc::new(Int64Array::from(scattered.clone())),
+            Arc::new(Int64Array::from(extremes)),
+            Arc::new(Int64Array::from(vec![7; 1_000])),
+            Arc::new(Int64Array::from(vec![-1])),
+            // INT32 packs 32 deltas to a miniblock, INT64 64.
+            Arc::new(Int32Array::from_iter_values(
+                sorted_keys(20_000).iter().map(|&k| k as i32),
+            )),
+            Arc::new(Int32Array::from_iter_values(
+                scattered.iter().map(|&v| v as i32),
+            )),
+            scattered_days(),
+        ];
+        for column in columns {
+            for page_rows in [256, 1024] {
+                let leaf = integer_leaf(&column).unwrap();
+                let estimate = delta_packed_bytes(&leaf, page_rows);
+                let written = written_delta_bytes(&column, page_rows);
+                assert_eq!(
+                    estimate,
+                    written,
+                    "{} {} values in pages of {page_rows}",
+                    column.len(),
+                    column.data_type()
+                );
+            }
+        }
+    }
+
+    fn encodings_of(
+        columns: &[(&str, cairn_model::DataType)],
+        values: Vec<ArrayRef>,
+    ) -> ColumnEncodings {
+        use cairn_model::{DataType, DatasetType, Field, RecordType};
+        let mut fields = vec![Field::new("id", DataType::Int64)];
+        fields.extend(
+            columns
+                .iter()
+                .map(|(name, data_type)| Field::new(*name, data_type.clone())),
+        );
+        let record = RecordType::new(fields, false).unwrap();
+        let shape = DatasetShape::new(
+            1,
+            "numbers",
+            DatasetType::new(record, vec!["id".into()]).unwrap(),
+            1,
+        )
+        .with_page_rows(1024)
+        .unwrap();
+        let sample = RecordBatch::try_new(shape.schema.clone(), values).unwrap();
+        shape.column_encodings(Some(&sample))
+    }
+
+    #[test]
+    fn integers_that_pack_small_are_written_as_deltas() {
+        use cairn_model::DataType;
+        let rows = 16_384;
+        let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(1..=rows as i64));
+        // Distinct enough to go without a dictionary, in a narrow range: 14 bits of 64.
+        let suppliers: ArrayRef =
+            Arc::new(Int64Array::from_iter_values((0..rows as u64).map(|i| {
+                1 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as i64 % 10_000
+            })));
+        // Scattered over the whole range: neither LZ4 nor deltas shrink them.
+        let hashes: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            (0..rows as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64),
+        ));
+        let days = arrow::compute::cast(&scattered_days(), &ArrowType::Date32).unwrap();
+        let encodings = encodings_of(
+            &[
+                ("supplier", DataType::Int64),
+                ("hash", DataType::Int64),
+                ("day", DataType::Date),
+            ],
+            vec![keys, suppliers, hashes, days],
+        );
+        let names = |paths: &[ColumnPath]| {
+            let mut names: Vec<String> = paths.iter().map(|p| p.string()).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(&encodings.delta_packed), ["id", "supplier"]);
+        // Deltas are bit-packed already: LZ4 would only cost their reads.
+        assert_eq!(
+            names(&encodings.uncompressed),
+            ["day", "hash", "id", "supplier"]
+        );
+        assert_eq!(
+            names(&encodings.undictionaried),
+            ["day", "hash", "id", "supplier"]
+        );
+    }
+}
