@@ -394,10 +394,22 @@ fn mostly_distinct_strings_are_written_with_delta_lengths() {
     assert!(chunk("user.lang").dictionary_page_offset().is_some());
     assert!(!encodings("id").contains(&Encoding::DELTA_LENGTH_BYTE_ARRAY));
 
-    for id in [0, 1, 2, 149, 299] {
+    let fetched = [0, 1, 2, 149, 299].map(|id| (id, id as usize));
+    assert_records_read_back(&storage, &records, &fetched);
+}
+
+/// Dataset `d` of `storage` holds `records` in key order, and each `(key, index)` of
+/// `fetched` fetches `records[index]` by its integer key.
+fn assert_records_read_back(
+    storage: &Storage,
+    records: &[cairn_model::Record],
+    fetched: &[(i64, usize)],
+) {
+    for &(key, index) in fetched {
         assert_eq!(
-            storage.get("d", &Key::int(id)).unwrap().as_ref(),
-            Some(&records[id as usize])
+            storage.get("d", &Key::int(key)).unwrap().as_ref(),
+            Some(&records[index]),
+            "key {key}"
         );
     }
     let scanned: Vec<_> = storage
@@ -542,18 +554,6 @@ fn integers_that_pack_small_are_written_as_deltas() {
     assert!(!hash.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED));
     assert_eq!(hash.compression(), Compression::UNCOMPRESSED);
 
-    for i in [0, 1, 2, 1_499, 2_999] {
-        let id = 3 * i + i % 2;
-        assert_eq!(
-            storage.get("d", &Key::int(id)).unwrap().as_ref(),
-            Some(&records[i as usize])
-        );
-    }
-    let scanned: Vec<_> = storage
-        .range("d", std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
-        .unwrap()
-        .into_iter()
-        .map(|(_, record)| record)
-        .collect();
-    assert_eq!(scanned, records);
+    let fetched = [0, 1, 2, 1_499, 2_999].map(|i| (3 * i + i % 2, i as usize));
+    assert_records_read_back(&storage, &records, &fetched);
 }
