@@ -344,7 +344,7 @@ fn nested_leaves_of_mostly_distinct_values_have_no_dictionary() {
 #[test]
 fn mostly_distinct_strings_are_written_with_delta_lengths() {
     use cairn_model::json::record_from_json;
-    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use cairn_model::{DataType, Field, RecordType};
     use parquet::basic::Encoding;
     let dir = tempfile::tempdir().unwrap();
     let user_type = chirp_user_type();
@@ -357,13 +357,7 @@ fn mostly_distinct_strings_are_written_with_delta_lengths() {
         false,
     )
     .unwrap();
-    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
-    let options = cairn_storage::StorageOptions {
-        background_work: false,
-        ..Default::default()
-    };
-    let storage = Storage::open(dir.path(), options).unwrap();
-    storage.create_dataset("d", dataset_type, Some(1)).unwrap();
+    let storage = storage_with_dataset_d(dir.path(), &record_type);
     // Empty and multi-byte texts too: a length of zero and lengths in bytes, not characters.
     let text = |id: i64| match id % 50 {
         0 => String::new(),
@@ -396,6 +390,20 @@ fn mostly_distinct_strings_are_written_with_delta_lengths() {
 
     let fetched = [0, 1, 2, 149, 299].map(|id| (id, id as usize));
     assert_records_read_back(&storage, &records, &fetched);
+}
+
+/// Storage in `dir`, without background work, holding an empty dataset `d` of `record_type`
+/// keyed on `id`, in one partition.
+fn storage_with_dataset_d(dir: &std::path::Path, record_type: &cairn_model::RecordType) -> Storage {
+    let dataset_type =
+        cairn_model::DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
+    let options = cairn_storage::StorageOptions {
+        background_work: false,
+        ..Default::default()
+    };
+    let storage = Storage::open(dir, options).unwrap();
+    storage.create_dataset("d", dataset_type, Some(1)).unwrap();
+    storage
 }
 
 /// Dataset `d` of `storage` holds `records` in key order, and each `(key, index)` of
@@ -486,7 +494,7 @@ fn distinct_estimates_follow_components_without_analyze() {
 #[test]
 fn integers_that_pack_small_are_written_as_deltas() {
     use cairn_model::json::record_from_json;
-    use cairn_model::{DataType, DatasetType, Field, RecordType};
+    use cairn_model::{DataType, Field, RecordType};
     use parquet::basic::{Compression, Encoding};
     let dir = tempfile::tempdir().unwrap();
     let record_type = RecordType::new(
@@ -501,13 +509,7 @@ fn integers_that_pack_small_are_written_as_deltas() {
         false,
     )
     .unwrap();
-    let dataset_type = DatasetType::new(record_type.clone(), vec!["id".into()]).unwrap();
-    let options = cairn_storage::StorageOptions {
-        background_work: false,
-        ..Default::default()
-    };
-    let storage = Storage::open(dir.path(), options).unwrap();
-    storage.create_dataset("d", dataset_type, Some(1)).unwrap();
+    let storage = storage_with_dataset_d(dir.path(), &record_type);
     let scramble = |id: i64| (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64;
     let records: Vec<_> = (0..3_000i64)
         .map(|i| {
