@@ -375,11 +375,7 @@ fn mostly_distinct_strings_are_written_with_delta_lengths() {
             record_from_json(&record_type, &doc).unwrap()
         })
         .collect();
-    for record in &records {
-        storage.insert("d", record.clone()).unwrap();
-    }
-    storage.flush("d").unwrap();
-
+    flush_into_dataset_d(&storage, &records);
     let chunk = column_chunks(dir.path());
     let encodings = |path: &str| chunk(path).encodings().collect::<Vec<_>>();
     assert!(encodings("text").contains(&Encoding::DELTA_LENGTH_BYTE_ARRAY));
@@ -404,6 +400,14 @@ fn storage_with_dataset_d(dir: &std::path::Path, record_type: &cairn_model::Reco
     let storage = Storage::open(dir, options).unwrap();
     storage.create_dataset("d", dataset_type, Some(1)).unwrap();
     storage
+}
+
+/// Inserts `records` into dataset `d` of `storage` and flushes them to one component.
+fn flush_into_dataset_d(storage: &Storage, records: &[cairn_model::Record]) {
+    for record in records {
+        storage.insert("d", record.clone()).unwrap();
+    }
+    storage.flush("d").unwrap();
 }
 
 /// Dataset `d` of `storage` holds `records` in key order, and each `(key, index)` of
@@ -537,11 +541,7 @@ fn integers_that_pack_small_are_written_as_deltas() {
             record_from_json(&record_type, &doc).unwrap()
         })
         .collect();
-    for record in &records {
-        storage.insert("d", record.clone()).unwrap();
-    }
-    storage.flush("d").unwrap();
-
+    flush_into_dataset_d(&storage, &records);
     let chunk = column_chunks(dir.path());
     for path in ["id", "supplier", "sent", "friends.list.item", "boss"] {
         let chunk = chunk(path);
