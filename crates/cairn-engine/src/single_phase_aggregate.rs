@@ -223,9 +223,9 @@ fn more_partitions(
 /// `two_phase` as one aggregate per input partition followed by the same hash repartition,
 /// if the input's partitions are a dataset's storage partitions and the group keys hold the
 /// dataset's partitioning fields (storage_layout.rs): each group's rows are then in one
-/// storage partition already, and the final phase would only merge partial groups that are already whole.
-/// The output is partitioned as before, so nothing above notices. TPC-H Q18 groups 6 M
-/// lineitems by `l_orderkey`, lineitem's partitioning key.
+/// storage partition already, and the final phase would only merge partial groups that are
+/// already whole. The output is partitioned as before, so nothing above notices. TPC-H Q18
+/// groups 6 M lineitems by `l_orderkey`, lineitem's partitioning key.
 fn storage_partitioned(two_phase: &TwoPhase<'_>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let TwoPhase {
         last,

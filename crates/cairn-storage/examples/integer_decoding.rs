@@ -11,8 +11,11 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::WriterProperties;
+use std::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
+
+type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
 /// Rows of the column: one hash partition of TPC-H SF 1's lineitem.
 const ROWS: usize = 1_500_000;
@@ -51,10 +54,10 @@ fn columns() -> Vec<(&'static str, Vec<i64>)> {
     vec![("sorted keys", sorted), ("ids 1..=10000", ids)]
 }
 
-fn write(values: &[i64], encoding: Encoding, compression: Compression) -> Bytes {
+fn write(values: &[i64], encoding: Encoding, compression: Compression) -> Result<Bytes> {
     let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
     let column: ArrayRef = Arc::new(Int64Array::from(values.to_vec()));
-    let batch = RecordBatch::try_new(schema.clone(), vec![column]).expect("one column");
+    let batch = RecordBatch::try_new(schema.clone(), vec![column])?;
     let props = WriterProperties::builder()
         .set_dictionary_enabled(false)
         .set_encoding(encoding)
@@ -64,30 +67,34 @@ fn write(values: &[i64], encoding: Encoding, compression: Compression) -> Bytes 
         .set_write_batch_size(64)
         .build();
     let mut file = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut file, schema, Some(props)).expect("writer");
-    writer.write(&batch).expect("write");
-    writer.close().expect("close");
-    Bytes::from(file)
+    let mut writer = ArrowWriter::try_new(&mut file, schema, Some(props))?;
+    writer.write(&batch)?;
+    writer.close()?;
+    Ok(Bytes::from(file))
 }
 
 /// Median milliseconds of reading every row of `file`.
-fn read_millis(file: &Bytes) -> f64 {
-    let mut times: Vec<f64> = (0..TIMED_READS)
-        .map(|_| {
-            let began = Instant::now();
-            let reader = ParquetRecordBatchReaderBuilder::try_new(file.clone())
-                .and_then(|builder| builder.with_batch_size(8_192).build())
-                .expect("reader");
-            let rows: usize = reader.map(|batch| batch.expect("batch").num_rows()).sum();
-            assert_eq!(rows, ROWS);
-            began.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
+fn read_millis(file: &Bytes) -> Result<f64> {
+    let mut times = Vec::with_capacity(TIMED_READS);
+    for _ in 0..TIMED_READS {
+        let began = Instant::now();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file.clone())?
+            .with_batch_size(8_192)
+            .build()?;
+        let mut rows = 0;
+        for batch in reader {
+            rows += batch?.num_rows();
+        }
+        if rows != ROWS {
+            return Err(format!("read {rows} rows of {ROWS}").into());
+        }
+        times.push(began.elapsed().as_secs_f64() * 1e3);
+    }
     times.sort_by(f64::total_cmp);
-    times[TIMED_READS / 2]
+    Ok(times[TIMED_READS / 2])
 }
 
-fn main() {
+fn main() -> Result<()> {
     println!("| column | layout | file MB | read ms (median of {TIMED_READS}) | ns a value |");
     println!("|---|---|---:|---:|---:|");
     for (name, values) in columns() {
@@ -104,8 +111,8 @@ fn main() {
                 Compression::UNCOMPRESSED,
             ),
         ] {
-            let file = write(&values, encoding, compression);
-            let millis = read_millis(&file);
+            let file = write(&values, encoding, compression)?;
+            let millis = read_millis(&file)?;
             println!(
                 "| {name} | {layout} | {:.2} | {millis:.2} | {:.2} |",
                 file.len() as f64 / 1e6,
@@ -113,4 +120,5 @@ fn main() {
             );
         }
     }
+    Ok(())
 }

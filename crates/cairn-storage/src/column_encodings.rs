@@ -147,22 +147,20 @@ struct IntegerLeaf {
 /// durations); `None` for any other leaf.
 fn integer_leaf(values: &ArrayRef) -> Option<IntegerLeaf> {
     // The Parquet writer packs INT32 deltas 32 to a miniblock and INT64 deltas 64.
-    let miniblock_values = match values.data_type() {
+    let (stored, miniblock_values) = match values.data_type() {
         ArrowType::Int8
         | ArrowType::Int16
         | ArrowType::Int32
         | ArrowType::Date32
-        | ArrowType::Time32(_) => 32,
-        ArrowType::Int64 | ArrowType::Timestamp(..) | ArrowType::Duration(_) => 64,
+        | ArrowType::Time32(_) => (ArrowType::Int32, 32),
+        ArrowType::Int64 | ArrowType::Timestamp(..) | ArrowType::Duration(_) => {
+            (ArrowType::Int64, 64)
+        }
         _ => return None,
     };
-    let widened = arrow::compute::cast(values, &ArrowType::Int64)
-        .ok()
-        .or_else(|| {
-            // Time32 does not cast to Int64 directly; through its own width it does.
-            let narrow = arrow::compute::cast(values, &ArrowType::Int32).ok()?;
-            arrow::compute::cast(&narrow, &ArrowType::Int64).ok()
-        })?;
+    // Through the stored width: Time32 casts to Int32, not straight to Int64.
+    let stored = arrow::compute::cast(values, &stored).ok()?;
+    let widened = arrow::compute::cast(&stored, &ArrowType::Int64).ok()?;
     let values = widened
         .as_primitive_opt::<Int64Type>()?
         .iter()
@@ -188,12 +186,9 @@ fn zigzag_varint_bytes(value: i64) -> usize {
 }
 
 /// Bytes `leaf`'s values take as DELTA_BINARY_PACKED pages of `page_rows` values: per page a
-/// header (block size, miniblock count, value count, first value), per block its smallest
-/// delta and one width byte per miniblock, then each miniblock's deltas less the smallest,
-/// bit-packed at the width the largest needs and padded to a full miniblock.
+/// header (block size, miniblock count, value count, first value), then its deltas' blocks.
 fn delta_packed_bytes(leaf: &IntegerLeaf, page_rows: usize) -> usize {
-    let miniblock_values = leaf.miniblock_values;
-    let block_values = miniblock_values * DELTA_MINIBLOCKS;
+    let block_values = leaf.miniblock_values * DELTA_MINIBLOCKS;
     leaf.values
         .chunks(page_rows.max(1))
         .map(|page| {
@@ -204,25 +199,30 @@ fn delta_packed_bytes(leaf: &IntegerLeaf, page_rows: usize) -> usize {
             let deltas: Vec<i64> = page.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
             let blocks: usize = deltas
                 .chunks(block_values)
-                .map(|block| {
-                    let smallest = block.iter().copied().min().unwrap_or(0);
-                    let packed: usize = block
-                        .chunks(miniblock_values)
-                        .map(|miniblock| {
-                            let widest = miniblock
-                                .iter()
-                                .map(|&delta| delta.wrapping_sub(smallest) as u64)
-                                .max()
-                                .unwrap_or(0);
-                            miniblock_values * (64 - widest.leading_zeros() as usize) / 8
-                        })
-                        .sum();
-                    zigzag_varint_bytes(smallest) + DELTA_MINIBLOCKS + packed
-                })
+                .map(|block| delta_block_bytes(block, leaf.miniblock_values))
                 .sum();
             header + blocks
         })
         .sum()
+}
+
+/// Bytes of one block of deltas: its smallest delta, one width byte per miniblock, then each
+/// miniblock's deltas less the smallest, bit-packed at the width the largest needs and padded
+/// to a full miniblock of `miniblock_values`.
+fn delta_block_bytes(block: &[i64], miniblock_values: usize) -> usize {
+    let smallest = block.iter().copied().min().unwrap_or(0);
+    let packed: usize = block
+        .chunks(miniblock_values)
+        .map(|miniblock| {
+            let widest = miniblock
+                .iter()
+                .map(|&delta| delta.wrapping_sub(smallest) as u64)
+                .max()
+                .unwrap_or(0);
+            miniblock_values * (64 - widest.leading_zeros() as usize) / 8
+        })
+        .sum();
+    zigzag_varint_bytes(smallest) + DELTA_MINIBLOCKS + packed
 }
 
 /// How the writer encodes particular columns, chosen from a sample of the rows.

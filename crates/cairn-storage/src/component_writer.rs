@@ -3,11 +3,11 @@
 //! overlap then moves bytes instead of decoding and encoding every value).
 //!
 //! Every component, however written, has the layout component.rs describes: the dataset's
-//! Arrow schema, LZ4 pages of at most the dataset's page rows (uncompressed for the columns
-//! `DatasetShape::column_encodings` finds LZ4 barely shrinks; mostly-distinct strings
-//! length-first, as DELTA_LENGTH_BYTE_ARRAY; integers that pack small as uncompressed
-//! DELTA_BINARY_PACKED), row-group statistics, the offset
-//! index, a bloom filter on the first key column and the distinct-count sketches in the footer.
+//! Arrow schema, LZ4 pages of at most the dataset's page rows (column_encodings.rs picks the
+//! exceptions: uncompressed columns LZ4 barely shrinks, mostly-distinct strings length-first
+//! as DELTA_LENGTH_BYTE_ARRAY, integers that pack small as uncompressed DELTA_BINARY_PACKED),
+//! row-group statistics, the offset index, a bloom filter on the first key column and the
+//! distinct-count sketches in the footer.
 
 use crate::ascii_columns::{ASCII_COLUMNS_KEY, AsciiColumns, AsciiTracker};
 use crate::component::{
