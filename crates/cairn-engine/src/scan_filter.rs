@@ -27,7 +27,8 @@ use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::{
-    BinaryExpr as PhysicalBinaryExpr, CastExpr, Column, IsNotNullExpr, IsNullExpr, Literal, NotExpr,
+    BinaryExpr as PhysicalBinaryExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr,
+    LikeExpr, Literal, NotExpr,
 };
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
@@ -163,6 +164,8 @@ struct PhysicalFilter {
     narrowed: Option<(Vec<usize>, Box<PhysicalFilter>)>,
     /// `expr` as comparisons of columns with constants, when it is exactly that.
     comparisons: Option<Vec<ColumnComparison>>,
+    /// The positions of the columns `expr` answers alike given as dictionaries.
+    dictionary_ready: Vec<usize>,
 }
 
 struct Conjunct {
@@ -217,6 +220,7 @@ impl PhysicalFilter {
             .map(|conjunct| column_comparison(&conjunct.expr, schema))
             .collect();
         PhysicalFilter {
+            dictionary_ready: dictionary_ready(&expr, schema),
             expr,
             conjuncts,
             narrowed: None,
@@ -345,6 +349,71 @@ fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Co
     })
 }
 
+/// The positions of `schema`'s columns that `expr` answers alike when they arrive as
+/// dictionary arrays of their type: those it does not read, and those it reads only as the
+/// operand of a test Arrow's kernels answer on a dictionary's values — a comparison with a
+/// constant, a LIKE with a constant pattern, an IN list of constants, a null test. Each of
+/// those returns plain booleans, so whatever lies above it never sees a dictionary.
+fn dictionary_ready(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Vec<usize> {
+    fn mark_unready(expr: &Arc<dyn PhysicalExpr>, unready: &mut [bool]) {
+        if takes_dictionary(expr) {
+            return;
+        }
+        if let Some(column) = expr.downcast_ref::<Column>() {
+            if let Some(flag) = unready.get_mut(column.index()) {
+                *flag = true;
+            }
+            return;
+        }
+        for child in expr.children() {
+            mark_unready(child, unready);
+        }
+    }
+    let mut unready = vec![false; schema.fields().len()];
+    mark_unready(expr, &mut unready);
+    (0..unready.len())
+        .filter(|&position| !unready[position])
+        .collect()
+}
+
+/// Whether `expr` is a test of a column against constants that Arrow's kernels answer on a
+/// dictionary array (see [`dictionary_ready`]).
+fn takes_dictionary(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    let is_column = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Column>().is_some();
+    let is_literal = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Literal>().is_some();
+    if let Some(binary) = expr.downcast_ref::<PhysicalBinaryExpr>() {
+        let compares = matches!(
+            binary.op(),
+            Operator::Eq
+                | Operator::NotEq
+                | Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq
+                | Operator::LikeMatch
+                | Operator::NotLikeMatch
+                | Operator::ILikeMatch
+                | Operator::NotILikeMatch
+        );
+        let (left, right) = (binary.left(), binary.right());
+        return compares
+            && ((is_column(left) && is_literal(right)) || (is_literal(left) && is_column(right)));
+    }
+    if let Some(like) = expr.downcast_ref::<LikeExpr>() {
+        return is_column(like.expr()) && is_literal(like.pattern());
+    }
+    if let Some(in_list) = expr.downcast_ref::<InListExpr>() {
+        return is_column(in_list.expr()) && in_list.list().iter().all(is_literal);
+    }
+    if let Some(is_null) = expr.downcast_ref::<IsNullExpr>() {
+        return is_column(is_null.arg());
+    }
+    if let Some(is_not_null) = expr.downcast_ref::<IsNotNullExpr>() {
+        return is_column(is_not_null.arg());
+    }
+    false
+}
+
 /// Whether `expr` is made only of columns, literals, casts, null tests, negations and
 /// comparison, arithmetic and logical operators: each a single pass of an Arrow kernel.
 fn is_cheap(expr: &Arc<dyn PhysicalExpr>) -> bool {
@@ -423,6 +492,10 @@ impl RowFilter for PhysicalFilter {
 
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         self.comparisons.as_deref()
+    }
+
+    fn dictionary_ready(&self) -> &[usize] {
+        &self.dictionary_ready
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
@@ -548,6 +621,7 @@ mod tests {
     use super::*;
     use datafusion::arrow::array::{Int64Array, StringArray};
     use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::logical_expr::not;
     use datafusion::prelude::{SessionContext, col, lit};
 
     /// Rows 0..n with `a` scattered over 0..100 (every seventh null) and `s` "x…" on every
@@ -612,6 +686,80 @@ mod tests {
             assert_eq!(answers.null_count(), 0);
             let answers: Vec<bool> = answers.values().iter().collect();
             assert_eq!(answers, expected(&expr, &batch), "{condition}");
+        }
+    }
+
+    #[test]
+    fn text_tested_against_constants_answers_alike_as_a_dictionary() {
+        use datafusion::arrow::array::DictionaryArray;
+        use datafusion::arrow::datatypes::Int32Type;
+        let ctx = SessionContext::new();
+        // `s` repeats a few values, some null, as a dictionary-encoded column does.
+        let modes = [
+            Some("AIR"),
+            Some("REG AIR"),
+            None,
+            Some("SHIP"),
+            Some("MAIL"),
+        ];
+        let text: StringArray = (0..1_000).map(|i| modes[(i * 7) % modes.len()]).collect();
+        let a: Int64Array = (0..1_000).map(|i| Some(i as i64 % 50)).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", ArrowType::Int64, false),
+            Field::new("s", ArrowType::Utf8, true),
+        ]));
+        let plain = RecordBatch::try_new(schema.clone(), vec![Arc::new(a.clone()), Arc::new(text)])
+            .unwrap();
+        let as_dictionary: DictionaryArray<Int32Type> =
+            plain.column(1).as_string::<i32>().iter().collect();
+        let dictionary_schema = Schema::new(vec![
+            Field::new("a", ArrowType::Int64, false),
+            Field::new(
+                "s",
+                ArrowType::Dictionary(Box::new(ArrowType::Int32), Box::new(ArrowType::Utf8)),
+                true,
+            ),
+        ]);
+        let dictionary = RecordBatch::try_new(
+            Arc::new(dictionary_schema),
+            vec![Arc::new(a), Arc::new(as_dictionary)],
+        )
+        .unwrap();
+        let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
+        let upper = datafusion::functions::expr_fn::upper(col("s"));
+        // (condition, whether `s` may arrive as a dictionary)
+        let conditions = [
+            (
+                col("s").in_list(vec![lit("AIR"), lit("REG AIR")], false),
+                true,
+            ),
+            (
+                col("s")
+                    .in_list(vec![lit("AIR")], true)
+                    .and(col("a").lt(lit(20_i64))),
+                true,
+            ),
+            (col("s").eq(lit("SHIP")).or(col("s").lt(lit("B"))), true),
+            (lit("MAIL").not_eq(col("s")), true),
+            (col("s").like(lit("%AIR")), true),
+            (col("s").is_null().or(col("a").eq(lit(3_i64))), true),
+            (not(col("s").gt_eq(lit("M"))), true),
+            (upper.eq(lit("AIR")), false),
+            (col("s").eq(col("s")), false),
+        ];
+        for (condition, ready) in conditions {
+            let expr = ctx
+                .create_physical_expr(condition.clone(), &df_schema)
+                .unwrap();
+            let filter = PhysicalFilter::new(expr.clone(), &schema);
+            assert_eq!(filter.dictionary_ready().contains(&1), ready, "{condition}");
+            // `a` is either unread or compared with a constant: never held back.
+            assert!(filter.dictionary_ready().contains(&0), "{condition}");
+            if ready {
+                let answers = filter.evaluate(&dictionary).unwrap();
+                let answers: Vec<bool> = answers.values().iter().collect();
+                assert_eq!(answers, expected(&expr, &plain), "{condition}");
+            }
         }
     }
 

@@ -26,10 +26,12 @@ pub(crate) mod page_gather;
 mod range_bits;
 mod row_group_read;
 mod stored_comparisons;
+mod text_dictionaries;
 pub(crate) mod text_lengths;
 
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
+use text_dictionaries::DictionaryReaders;
 pub use text_lengths::with_character_counts;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
@@ -59,6 +61,14 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     /// values where they are stored instead of decoding them. `None` (the default) otherwise.
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         None
+    }
+
+    /// Positions (ascending, in the batches [`RowFilter::evaluate`] receives) of the columns
+    /// that may arrive as dictionary arrays of their type, the condition answering alike. A
+    /// scan then decodes dictionary-encoded text there as dictionaries and turns only the
+    /// passing rows back into text (see text_dictionaries.rs). Empty (the default) for none.
+    fn dictionary_ready(&self) -> &[usize] {
+        &[]
     }
 
     /// Whether the condition is known yet. A runtime filter is not until the join that fills
@@ -197,6 +207,8 @@ pub struct PartitionScan {
     /// Text values whose character counts were read from their pages' length sections, the
     /// text left undecoded (see [`Narrowing::text_lengths`]).
     pub values_counted_unread: u64,
+    /// Readers decoding the filter's dictionary-encoded text columns as dictionaries.
+    dictionary_readers: DictionaryReaders,
 }
 
 /// Inclusive bounds on the leading key column (`None` = open).
@@ -503,6 +515,7 @@ impl Dataset {
                 rows_tested_at_runtime: 0,
                 rows_dropped_at_runtime: 0,
                 values_counted_unread: 0,
+                dictionary_readers: DictionaryReaders::default(),
             })
         }
     }

@@ -5,6 +5,7 @@
 
 use super::page_gather::read_gathering;
 use super::stored_comparisons::StoredComparisons;
+use super::text_dictionaries::as_text;
 use super::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
@@ -43,17 +44,26 @@ impl PartitionScan {
         }
         let mut out = Vec::new();
         let (mut runs, mut rows_read) = (0, 0);
-        for (batch, offsets) in read.read_live(self.projection.as_deref())? {
+        let projected: Vec<usize> = match &self.projection {
+            Some(projection) => projection.clone(),
+            None => (0..read.component.shape.schema.fields().len()).collect(),
+        };
+        let ready = self.filter.as_ref().map(|filter| filter.rows.clone());
+        let reader = match &ready {
+            Some(filter) => self.dictionary_reader(&read, &projected, filter.dictionary_ready())?,
+            None => None,
+        };
+        for (batch, offsets) in read.read_live(self.projection.as_deref(), reader.as_deref())? {
             rows_read += batch.num_rows();
             out.push(match self.evaluate(&batch)? {
                 Some(mask) => {
                     note_matches(&mask, &offsets, matched);
                     runs += mask.values().set_slices().count();
-                    arrow::compute::filter_record_batch(&batch, &mask)?
+                    as_text(arrow::compute::filter_record_batch(&batch, &mask)?)?
                 }
                 None => {
                     runs += usize::from(batch.num_rows() > 0);
-                    batch
+                    as_text(batch)?
                 }
             });
         }
@@ -142,12 +152,16 @@ impl PartitionScan {
                 passed_parts.push(stored.gather(&passed_offsets)?);
             }
             None => {
-                for (batch, offsets) in read.read_live(Some(&filter_dataset))? {
+                let reader =
+                    self.dictionary_reader(&read, &filter_dataset, narrow.dictionary_ready())?;
+                for (batch, offsets) in read.read_live(Some(&filter_dataset), reader.as_deref())? {
                     rows_read += batch.num_rows();
                     let mask = self.evaluate_with(narrow, &batch)?;
                     note_matches(&mask, &offsets, matched);
                     passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
-                    passed_parts.push(arrow::compute::filter_record_batch(&batch, &mask)?);
+                    passed_parts.push(as_text(arrow::compute::filter_record_batch(
+                        &batch, &mask,
+                    )?)?);
                 }
             }
         }
@@ -276,6 +290,22 @@ impl PartitionScan {
             false => self.tested_at_runtime(out)?,
         };
         Ok((out, eager_would_do))
+    }
+
+    /// This component's reader metadata decoding as dictionaries the dictionary-encoded text
+    /// columns a filter answers alike as dictionaries: of a batch of `columns` (dataset
+    /// positions, in order), those at the filter's `ready` positions. `None` for none.
+    fn dictionary_reader(
+        &mut self,
+        read: &SelectedRows<'_>,
+        columns: &[usize],
+        ready: &[usize],
+    ) -> Result<Option<Arc<ArrowReaderMetadata>>> {
+        let wanted = ready
+            .iter()
+            .filter_map(|&position| columns.get(position).copied());
+        self.dictionary_readers
+            .reader(read.component, read.metadata, wanted)
     }
 
     /// The character counts of the [`Narrowing::text_lengths`] columns among `columns` (of
@@ -488,9 +518,15 @@ pub(super) struct SelectedRows<'a> {
 
 impl SelectedRows<'_> {
     /// Decodes `columns` (of the dataset schema; every column for `None`) of the selected
-    /// rows, each batch with the row-group offsets of its rows, deleted rows dropped.
-    fn read_live(&self, columns: Option<&[usize]>) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
-        self.read_offsets(columns, &[])?
+    /// rows, each batch with the row-group offsets of its rows, deleted rows dropped; with
+    /// `reader` (this component's metadata decoding some text columns as dictionaries, see
+    /// text_dictionaries.rs) in place of the selection's own.
+    fn read_live(
+        &self,
+        columns: Option<&[usize]>,
+        reader: Option<&ArrowReaderMetadata>,
+    ) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
+        self.read_offsets_with(reader.unwrap_or(self.metadata), columns, &[])?
             .into_iter()
             .map(|(batch, offsets)| self.without_deleted(batch, offsets))
             .collect()
@@ -504,8 +540,18 @@ impl SelectedRows<'_> {
         columns: Option<&[usize]>,
         struct_fields: &[(usize, Vec<String>)],
     ) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
+        self.read_offsets_with(self.metadata, columns, struct_fields)
+    }
+
+    /// [`SelectedRows::read_offsets`] through `metadata`.
+    fn read_offsets_with(
+        &self,
+        metadata: &ArrowReaderMetadata,
+        columns: Option<&[usize]>,
+        struct_fields: &[(usize, Vec<String>)],
+    ) -> Result<Vec<(RecordBatch, Vec<u64>)>> {
         let batches = self.component.read_narrowed(
-            self.metadata,
+            metadata,
             vec![self.row_group],
             columns,
             self.selection.clone(),
