@@ -382,19 +382,15 @@ fn takes_dictionary(expr: &Arc<dyn PhysicalExpr>) -> bool {
     let is_column = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Column>().is_some();
     let is_literal = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Literal>().is_some();
     if let Some(binary) = expr.downcast_ref::<PhysicalBinaryExpr>() {
-        let compares = matches!(
-            binary.op(),
-            Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq
-                | Operator::LikeMatch
-                | Operator::NotLikeMatch
-                | Operator::ILikeMatch
-                | Operator::NotILikeMatch
-        );
+        let op = binary.op();
+        let compares = compares_values(op)
+            || matches!(
+                op,
+                Operator::LikeMatch
+                    | Operator::NotLikeMatch
+                    | Operator::ILikeMatch
+                    | Operator::NotILikeMatch
+            );
         let (left, right) = (binary.left(), binary.right());
         return compares
             && ((is_column(left) && is_literal(right)) || (is_literal(left) && is_column(right)));
@@ -414,6 +410,19 @@ fn takes_dictionary(expr: &Arc<dyn PhysicalExpr>) -> bool {
     false
 }
 
+/// Whether `op` is `=`, `<>`, `<`, `<=`, `>` or `>=`.
+fn compares_values(op: &Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+    )
+}
+
 /// Whether `expr` is made only of columns, literals, casts, null tests, negations and
 /// comparison, arithmetic and logical operators: each a single pass of an Arrow kernel.
 fn is_cheap(expr: &Arc<dyn PhysicalExpr>) -> bool {
@@ -427,17 +436,8 @@ fn is_cheap(expr: &Arc<dyn PhysicalExpr>) -> bool {
             let op = binary.op();
             op.is_logic_operator()
                 || op.is_numerical_operators()
-                || matches!(
-                    op,
-                    Operator::Eq
-                        | Operator::NotEq
-                        | Operator::Lt
-                        | Operator::LtEq
-                        | Operator::Gt
-                        | Operator::GtEq
-                        | Operator::IsDistinctFrom
-                        | Operator::IsNotDistinctFrom
-                )
+                || compares_values(op)
+                || matches!(op, Operator::IsDistinctFrom | Operator::IsNotDistinctFrom)
         });
     let known = cheap_operator
         || expr.downcast_ref::<CastExpr>().is_some()
