@@ -161,14 +161,7 @@ fn scan_with_runtime_filter(
         dropped_at_runtime += scan.rows_dropped_at_runtime;
         for batch in batches {
             assert_eq!(batch.num_columns(), projection.len());
-            for row in 0..batch.num_rows() {
-                let cells: Vec<String> = batch
-                    .columns()
-                    .iter()
-                    .map(|column| arrow::util::display::array_value_to_string(column, row).unwrap())
-                    .collect();
-                rows.push(cells.join(" | "));
-            }
+            rows.extend(rows_as_text(&batch));
         }
     }
     rows.sort();

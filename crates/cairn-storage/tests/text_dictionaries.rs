@@ -3,12 +3,15 @@
 //! text columns as text — whether it reads the filter's columns first or every column at
 //! once, with deleted rows and missing values among them.
 
+mod common;
+
 use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, Scalar, StringArray};
 use arrow::compute::kernels::{boolean, cmp};
 use arrow::datatypes::DataType as ArrowType;
 use cairn_model::json::record_from_json;
 use cairn_model::{DataType, DatasetType, Field, Key, RecordType};
 use cairn_storage::{RowFilter, ScanFilter, ScanRequest, Storage, StorageOptions};
+use common::rows_as_text;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -151,14 +154,7 @@ fn scanned(storage: &Storage, projection: &[usize], filter: ModeIn) -> Vec<Strin
                 );
                 assert_eq!(field.data_type(), column.data_type());
             }
-            for row in 0..batch.num_rows() {
-                let cells: Vec<String> = batch
-                    .columns()
-                    .iter()
-                    .map(|c| arrow::util::display::array_value_to_string(c, row).unwrap())
-                    .collect();
-                rows.push(cells.join(" | "));
-            }
+            rows.extend(rows_as_text(&batch));
         }
     }
     rows.sort();

@@ -44,13 +44,12 @@ impl PartitionScan {
         }
         let mut out = Vec::new();
         let (mut runs, mut rows_read) = (0, 0);
-        let projected: Vec<usize> = match &self.projection {
-            Some(projection) => projection.clone(),
-            None => (0..read.component.shape.schema.fields().len()).collect(),
-        };
-        let ready = self.filter.as_ref().map(|filter| filter.rows.clone());
-        let reader = match &ready {
-            Some(filter) => self.dictionary_reader(&read, &projected, filter.dictionary_ready())?,
+        // Without a filter nothing is read as a dictionary, and batches pass through as read.
+        let reader = match self.filter.as_ref().map(|filter| filter.rows.clone()) {
+            Some(filter) => {
+                let ready = dataset_columns(self.projection.as_deref(), filter.dictionary_ready());
+                self.dictionary_reader(&read, ready)?
+            }
             None => None,
         };
         for (batch, offsets) in read.read_live(self.projection.as_deref(), reader.as_deref())? {
@@ -63,7 +62,7 @@ impl PartitionScan {
                 }
                 None => {
                     runs += usize::from(batch.num_rows() > 0);
-                    as_text(batch)?
+                    batch
                 }
             });
         }
@@ -152,8 +151,8 @@ impl PartitionScan {
                 passed_parts.push(stored.gather(&passed_offsets)?);
             }
             None => {
-                let reader =
-                    self.dictionary_reader(&read, &filter_dataset, narrow.dictionary_ready())?;
+                let ready = narrow.dictionary_ready().iter().map(|&p| filter_dataset[p]);
+                let reader = self.dictionary_reader(&read, ready.collect())?;
                 for (batch, offsets) in read.read_live(Some(&filter_dataset), reader.as_deref())? {
                     rows_read += batch.num_rows();
                     let mask = self.evaluate_with(narrow, &batch)?;
@@ -293,19 +292,15 @@ impl PartitionScan {
     }
 
     /// This component's reader metadata decoding as dictionaries the dictionary-encoded text
-    /// columns a filter answers alike as dictionaries: of a batch of `columns` (dataset
-    /// positions, in order), those at the filter's `ready` positions. `None` for none.
+    /// columns among `ready` (dataset positions of the columns a filter answers alike as
+    /// dictionaries). `None` when none of them is one.
     fn dictionary_reader(
         &mut self,
         read: &SelectedRows<'_>,
-        columns: &[usize],
-        ready: &[usize],
+        ready: Vec<usize>,
     ) -> Result<Option<Arc<ArrowReaderMetadata>>> {
-        let wanted = ready
-            .iter()
-            .filter_map(|&position| columns.get(position).copied());
         self.dictionary_readers
-            .reader(read.component, read.metadata, wanted)
+            .reader(read.component, read.metadata, ready)
     }
 
     /// The character counts of the [`Narrowing::text_lengths`] columns among `columns` (of

@@ -28,7 +28,7 @@ fn dictionary_of(value: DataType) -> DataType {
 /// chunk has a dictionary page: those a read may decode as dictionaries. (A chunk whose
 /// dictionary outgrew its limit continues in plain pages; decoded as a dictionary it still
 /// reads right, by building one per batch, but gains nothing.)
-pub(super) fn dictionary_text_columns(metadata: &ArrowReaderMetadata) -> Vec<usize> {
+fn dictionary_text_columns(metadata: &ArrowReaderMetadata) -> Vec<usize> {
     let parquet = metadata.metadata();
     let descriptor = parquet.file_metadata().schema_descr();
     let mut leaf_of_root = vec![None; metadata.schema().fields().len()];
@@ -62,7 +62,7 @@ pub(super) fn dictionary_text_columns(metadata: &ArrowReaderMetadata) -> Vec<usi
 /// `metadata` decoding the text columns at `columns` (positions in its schema, each a column
 /// [`dictionary_text_columns`] lists) as dictionaries; every other column as before. The
 /// footer, page index included, is shared, not read again.
-pub(super) fn reading_as_dictionaries(
+fn reading_as_dictionaries(
     metadata: &ArrowReaderMetadata,
     columns: &[usize],
 ) -> parquet::errors::Result<ArrowReaderMetadata> {
@@ -140,21 +140,20 @@ impl DictionaryReaders {
         &mut self,
         component: &DiskComponent,
         metadata: &ArrowReaderMetadata,
-        wanted: impl Iterator<Item = usize>,
+        mut wanted: Vec<usize>,
     ) -> Result<Option<Arc<ArrowReaderMetadata>>> {
         if self.component.as_ref().map(|(id, _)| *id) != Some(component.id) {
             self.component = Some((component.id, dictionary_text_columns(metadata)));
             self.readers.clear();
         }
         let encoded = self.component.as_ref().map_or(&[][..], |(_, c)| c);
-        let mut columns: Vec<usize> = wanted
-            .filter(|column| encoded.binary_search(column).is_ok())
-            .collect();
-        if columns.is_empty() {
+        wanted.retain(|column| encoded.binary_search(column).is_ok());
+        if wanted.is_empty() {
             return Ok(None);
         }
-        columns.sort_unstable();
-        columns.dedup();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let columns = wanted;
         let paged = metadata.metadata().offset_index().is_some();
         if let Some((.., reader)) = self
             .readers

@@ -184,3 +184,15 @@ pub fn scanned_item_rows(storage: &Storage) -> usize {
         .map(RecordBatch::num_rows)
         .sum()
 }
+
+/// Each row of `batch` as its columns' values in text, joined by ` | `.
+pub fn rows_as_text(batch: &RecordBatch) -> impl Iterator<Item = String> + '_ {
+    (0..batch.num_rows()).map(move |row| {
+        let cells: Vec<String> = batch
+            .columns()
+            .iter()
+            .map(|column| arrow::util::display::array_value_to_string(column, row).unwrap())
+            .collect();
+        cells.join(" | ")
+    })
+}
