@@ -61,6 +61,9 @@ extensions_options! {
         /// keys reads their storage partitions against each other instead of repartitioning
         /// both sides (co_partitioned_join.rs); `false` repartitions them.
         pub co_partitioned_joins: bool, default = true
+        /// Whether text GROUP BY keys travel from the scan to the aggregate as string views,
+        /// cast back to text above it (text_group_views.rs); `false` keeps them text.
+        pub text_group_views: bool, default = true
     }
 }
 

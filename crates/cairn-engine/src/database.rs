@@ -78,6 +78,7 @@ impl Database {
             .with_physical_optimizer_rule(Arc::new(crate::runtime_filter_reach::RuntimeFilterReach))
             .with_physical_optimizer_rule(Arc::new(crate::applied_filter::AppliedFilterElision))
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))
+            .with_physical_optimizer_rule(Arc::new(crate::text_group_views::TextGroupViews))
             .build();
         let context = SessionContext::new_with_state(state);
         crate::functions::register_all(&context);

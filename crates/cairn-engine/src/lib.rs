@@ -68,6 +68,7 @@ pub mod spatial_join;
 pub mod spatial_nearest;
 mod storage_layout;
 pub mod table;
+pub mod text_group_views;
 pub mod yield_points;
 
 pub use database::Database;

@@ -20,7 +20,7 @@ use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
-use cairn_storage::scan::RowFilter;
+use cairn_storage::scan::{RowFilter, as_text_or_views};
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::{ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanRequest};
 use datafusion::arrow::compute::SortOptions;
@@ -50,7 +50,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -84,6 +84,9 @@ pub struct DatasetScanExec {
     /// The columns produced, when the scan took in the projection above it (some of them
     /// character counts of text); `None` produces the projected columns as read.
     outputs: Option<ScanOutputs>,
+    /// Positions of the text columns produced as string views (`Utf8View`) rather than
+    /// `Utf8`, ascending (see text_group_views.rs); in the output schema already.
+    text_views: Vec<usize>,
     /// Rows each partition stops after, once DataFusion pushes a limit down.
     fetch: Option<usize>,
     /// Conditions filled in while the query runs (a hash join's dynamic filter on its probe
@@ -228,6 +231,7 @@ impl DatasetScanExec {
             access,
             projection,
             outputs,
+            text_views: Vec::new(),
             fetch,
             runtime_filters: Vec::new(),
             statistics,
@@ -253,9 +257,49 @@ impl DatasetScanExec {
             applied_filter: None,
             properties: Arc::new(plan_properties(&self.access, outputs.schema(), partitions)),
             outputs: Some(outputs),
+            text_views: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
             ..self.reading_copy()
         }
+    }
+
+    /// This scan producing its text columns at `columns` (positions in its output, each
+    /// `Utf8` and read as it is stored) as string views; `None` when one is not such a
+    /// column, or a runtime filter could read one (its expression was made for `Utf8`).
+    pub(crate) fn with_text_views(&self, columns: &BTreeSet<usize>) -> Option<DatasetScanExec> {
+        let schema = self.schema();
+        let plain_text = |&column: &usize| {
+            let text = schema
+                .fields()
+                .get(column)
+                .is_some_and(|field| field.data_type() == &arrow::datatypes::DataType::Utf8);
+            let as_read = self
+                .outputs
+                .as_ref()
+                .is_none_or(|outputs| outputs.read_as_is(column));
+            text && as_read && !self.text_views.contains(&column)
+        };
+        if columns.is_empty() || !columns.iter().all(plain_text) || !self.runtime_filters.is_empty()
+        {
+            return None;
+        }
+        let mut text_views = self.text_views.clone();
+        text_views.extend(columns.iter().copied());
+        text_views.sort_unstable();
+        let schema = crate::text_group_views::viewed_schema(&schema, columns);
+        let viewed =
+            |s: &Statistics| Arc::new(crate::text_group_views::viewed_statistics(s, columns));
+        let (statistics, partition_statistics) = self.estimates().ok()?;
+        let partitions = partition_statistics.len();
+        Some(DatasetScanExec {
+            statistics: viewed(&statistics),
+            partition_statistics: partition_statistics.iter().map(|s| viewed(s)).collect(),
+            applied_filter: None,
+            properties: Arc::new(plan_properties(&self.access, schema, partitions)),
+            text_views,
+            metrics: ExecutionPlanMetricsSet::new(),
+            ..self.reading_copy()
+        })
     }
 
     pub fn dataset(&self) -> &Arc<Dataset> {
@@ -556,6 +600,7 @@ impl DatasetScanExec {
             access: self.access.clone(),
             projection: self.projection.clone(),
             outputs: self.outputs.clone(),
+            text_views: self.text_views.clone(),
             fetch: self.fetch,
             runtime_filters: self.runtime_filters.clone(),
             statistics: self.statistics.clone(),
@@ -795,15 +840,23 @@ impl DatasetScanExec {
 
     /// What storage may leave out of the columns read (see [`ScanOutputs`]).
     fn narrowing(&self) -> Narrowing {
-        self.outputs
-            .as_ref()
-            .map_or(Narrowing::default(), |outputs| {
-                outputs.narrowing(self.projection.as_deref())
-            })
+        match &self.outputs {
+            None => Narrowing {
+                text_views: self
+                    .text_views
+                    .iter()
+                    .map(|&c| self.projection.as_ref().map_or(c, |p| p[c]))
+                    .collect(),
+                ..Narrowing::default()
+            },
+            // A scan with outputs converts its view columns itself, after shaping them.
+            Some(outputs) => outputs.narrowing(self.projection.as_deref()),
+        }
     }
 
     /// The schema of the batches read: the projected columns, before [`ScanOutputs`] shape
-    /// them.
+    /// them. A column produced as string views may arrive as views already or as `Utf8`,
+    /// which [`DatasetScanExec::execute`] converts.
     fn read_schema(&self) -> SchemaRef {
         match &self.outputs {
             None => self.schema(),
@@ -1402,6 +1455,15 @@ impl DisplayAs for DatasetScanExec {
             Some(outputs) => outputs.describe(),
         };
         write!(f, ", projection=[{}]", columns.join(", "))?;
+        if !self.text_views.is_empty() {
+            let schema = self.schema();
+            let names: Vec<&str> = self
+                .text_views
+                .iter()
+                .map(|&c| schema.field(c).name().as_str())
+                .collect();
+            write!(f, ", string views=[{}]", names.join(", "))?;
+        }
         if let Some(fetch) = self.fetch {
             write!(f, ", fetch={fetch}")?;
         }
@@ -1509,6 +1571,18 @@ impl ExecutionPlan for DatasetScanExec {
         if let Some(outputs) = self.outputs.clone() {
             let shaped = stream.map(move |batch| outputs.shape(&batch?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));
+        }
+        if !self.text_views.is_empty() {
+            let schema = self.schema();
+            let viewed = stream.map(move |batch| {
+                let batch = as_text_or_views(batch?, |name| {
+                    schema
+                        .field_with_name(name)
+                        .is_ok_and(|f| f.data_type() == &arrow::datatypes::DataType::Utf8View)
+                })?;
+                Ok(batch)
+            });
+            stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), viewed));
         }
         // Rows produced, for EXPLAIN ANALYZE (the limit stream counts them itself).
         let baseline = BaselineMetrics::new(&self.metrics, partition);

@@ -180,6 +180,15 @@ impl ScanOutputs {
         })
     }
 
+    /// Whether output `output` is a column read, as read (neither counted nor cut to some
+    /// fields).
+    pub(crate) fn read_as_is(&self, output: usize) -> bool {
+        self.columns
+            .get(output)
+            .and_then(|(expr, _)| expr.downcast_ref::<Column>())
+            .is_some_and(|column| self.output_as_read(column.index()) == Some(output))
+    }
+
     /// What storage may leave out of the columns read, given the scan's projection (of
     /// dataset columns).
     pub(crate) fn narrowing(&self, projection: Option<&[usize]>) -> Narrowing {
@@ -191,6 +200,7 @@ impl ScanOutputs {
                 .iter()
                 .map(|(&p, names)| (dataset_column(p), names.iter().cloned().collect()))
                 .collect(),
+            ..Narrowing::default()
         }
     }
 

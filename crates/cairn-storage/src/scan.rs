@@ -32,6 +32,7 @@ pub(crate) mod text_lengths;
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
 use text_dictionaries::DictionaryReaders;
+pub use text_dictionaries::as_text_or_views;
 pub use text_lengths::with_character_counts;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
@@ -144,6 +145,11 @@ pub struct Narrowing {
     /// many rows) decode just those children's leaves, and return a struct of those fields.
     /// Elsewhere the column comes back whole.
     pub struct_fields: Vec<(usize, Vec<String>)>,
+    /// Text columns (dataset positions) a full scan returns as string views (`Utf8View`)
+    /// rather than `Utf8`: a read decoding one as a dictionary then points each row's view
+    /// at the dictionary's values instead of copying its string out (see
+    /// text_dictionaries.rs). Reads other than a full scan return them as `Utf8`.
+    pub text_views: Vec<usize>,
 }
 
 enum Unit {
@@ -172,6 +178,9 @@ pub struct PartitionScan {
     text_lengths: Vec<usize>,
     /// [`Narrowing::struct_fields`].
     struct_fields: Vec<(usize, Vec<String>)>,
+    /// [`Narrowing::text_views`], ascending and deduplicated, and their names.
+    text_views: Vec<usize>,
+    text_view_names: Vec<String>,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
@@ -423,6 +432,34 @@ impl Dataset {
         Ok(columns)
     }
 
+    /// [`ScanRequest::narrowing`]'s view columns, ascending, checked to be projected text
+    /// columns not also asked as character counts (`counted`).
+    fn text_view_columns(&self, request: &ScanRequest, counted: &[usize]) -> Result<Vec<usize>> {
+        let mut columns = request.narrowing.text_views.clone();
+        columns.sort_unstable();
+        columns.dedup();
+        let fields = self.shape.schema.fields();
+        for &column in &columns {
+            let projected = request
+                .projection
+                .as_ref()
+                .is_none_or(|projection| projection.contains(&column));
+            let text = fields
+                .get(column)
+                .is_some_and(|field| field.data_type() == &arrow::datatypes::DataType::Utf8);
+            if !projected || !text || counted.binary_search(&column).is_ok() {
+                return Err(StorageError::InvalidDefinition {
+                    dataset: self.shape.name.clone(),
+                    message: format!(
+                        "string views asked of column {column}, which is not a projected text \
+                         column read whole"
+                    ),
+                });
+            }
+        }
+        Ok(columns)
+    }
+
     /// One scan per partition over a consistent snapshot of each partition.
     pub fn scan(&self, request: &ScanRequest) -> Result<Vec<PartitionScan>> {
         (0..self.partitions.len())
@@ -452,6 +489,11 @@ impl Dataset {
             });
         }
         let text_lengths = self.text_length_columns(request)?;
+        let text_views = self.text_view_columns(request, &text_lengths)?;
+        let text_view_names = text_views
+            .iter()
+            .map(|&column| self.shape.schema.field(column).name().clone())
+            .collect();
         let ranges = self.range_columns(&request.ranges)?;
         {
             let view = partition.view();
@@ -501,6 +543,8 @@ impl Dataset {
                 runtime_filter: request.runtime_filter.clone(),
                 text_lengths,
                 struct_fields: request.narrowing.struct_fields.clone(),
+                text_views,
+                text_view_names,
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
                 skippable,
@@ -545,6 +589,20 @@ impl PartitionScan {
                 .binary_search(&dataset_column(position))
                 .is_ok()
         })?)
+    }
+
+    /// `batch` (of the projected columns) with each [`Narrowing::text_views`] column as
+    /// string views; a read decoding it as a dictionary made it views already.
+    fn with_text_views(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        if self.text_views.is_empty() {
+            return Ok(batch);
+        }
+        Ok(as_text_or_views(batch, |name| self.is_viewed(name))?)
+    }
+
+    /// Whether the projected column `name` is returned as string views.
+    fn is_viewed(&self, name: &str) -> bool {
+        self.text_view_names.iter().any(|viewed| viewed == name)
     }
 
     /// The runtime filter, once it is ready.
@@ -813,7 +871,7 @@ impl Iterator for PartitionScan {
                 batches
                     .into_iter()
                     .filter(|b| b.num_rows() > 0)
-                    .map(|b| self.with_text_lengths(b))
+                    .map(|b| self.with_text_views(self.with_text_lengths(b)?))
                     .collect::<Result<Vec<_>>>()
             });
             match counted {

@@ -10,7 +10,7 @@ use arrow::compute::kernels::{boolean, cmp};
 use arrow::datatypes::DataType as ArrowType;
 use cairn_model::json::record_from_json;
 use cairn_model::{DataType, DatasetType, Field, Key, RecordType};
-use cairn_storage::{RowFilter, ScanFilter, ScanRequest, Storage, StorageOptions};
+use cairn_storage::{Narrowing, RowFilter, ScanFilter, ScanRequest, Storage, StorageOptions};
 use common::rows_as_text;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,24 +134,43 @@ fn orders(dir: &std::path::Path) -> Storage {
 /// Every row a scan of `projection` with `filter` returns, as text, sorted; each column's type
 /// is checked to be what the dataset declares.
 fn scanned(storage: &Storage, projection: &[usize], filter: ModeIn) -> Vec<String> {
+    scanned_with_views(storage, projection, Some(filter), &[])
+}
+
+/// [`scanned`] with an optional filter, the text columns at `views` (dataset positions) asked
+/// as string views and checked to come back so.
+fn scanned_with_views(
+    storage: &Storage,
+    projection: &[usize],
+    filter: Option<ModeIn>,
+    views: &[usize],
+) -> Vec<String> {
     let request = ScanRequest {
         projection: Some(projection.to_vec()),
-        filter: Some(ScanFilter {
+        filter: filter.map(|filter| ScanFilter {
             rows: Arc::new(filter),
             predicate: None,
         }),
+        narrowing: Narrowing {
+            text_views: views.to_vec(),
+            ..Default::default()
+        },
         ..Default::default()
     };
+    let declared = storage.dataset("d").unwrap().shape.schema.clone();
     let mut rows = Vec::new();
     for scan in storage.scan("d", &request).unwrap() {
         for batch in scan {
             let batch = batch.unwrap();
-            for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-                assert!(
-                    !matches!(column.data_type(), ArrowType::Dictionary(..)),
-                    "{} came back as a dictionary",
-                    field.name()
-                );
+            let fields = batch.schema().fields().clone();
+            for ((field, column), dataset_column) in
+                fields.iter().zip(batch.columns()).zip(projection)
+            {
+                let expected = match views.contains(dataset_column) {
+                    true => ArrowType::Utf8View,
+                    false => declared.field(*dataset_column).data_type().clone(),
+                };
+                assert_eq!(column.data_type(), &expected, "{}", field.name());
                 assert_eq!(field.data_type(), column.data_type());
             }
             rows.extend(rows_as_text(&batch));
@@ -207,4 +226,73 @@ fn text_without_a_dictionary_reaches_the_filter_as_text() {
     let rows = scanned(&storage, &[2], filter);
     assert_eq!(rows, vec!["note 5 of many".to_string()]);
     assert!(!saw_dictionary.load(Ordering::Relaxed));
+}
+
+#[test]
+fn text_asked_as_views_comes_back_as_views_of_the_same_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = orders(dir.path());
+    // Rows in memory beside the component: read from Arrow batches, not from pages.
+    let record_type = storage
+        .dataset("d")
+        .unwrap()
+        .shape
+        .dataset_type
+        .record
+        .clone();
+    for id in 5_000..5_100i64 {
+        let doc = serde_json::json!({
+            "id": id, "mode": MODES[(id % 5) as usize], "note": format!("late {id}"), "v": 1,
+        });
+        storage
+            .insert("d", record_from_json(&record_type, &doc).unwrap())
+            .unwrap();
+    }
+    // `mode` is stored with a dictionary, `note` without; each asked as views alone and both.
+    for (projection, mode_position) in [(vec![0, 1, 2, 3], 1), (vec![3, 2, 1, 0], 2)] {
+        let width = projection.len();
+        for views in [vec![1], vec![2], vec![1, 2]] {
+            let filters = [
+                None,
+                Some((false, false)),
+                Some((true, false)),
+                Some((false, true)),
+                Some((true, true)),
+            ];
+            for filter in filters {
+                let make = |(narrow, dictionaries)| {
+                    ModeIn::new(mode_position, width, narrow, dictionaries)
+                };
+                let as_text = scanned_with_views(&storage, &projection, filter.map(make), &[]);
+                let as_views = scanned_with_views(&storage, &projection, filter.map(make), &views);
+                let expected_rows = match filter {
+                    None => 5_000 - 5_000usize.div_ceil(13) + 100,
+                    Some(_) => as_text.len(),
+                };
+                assert_eq!(as_text.len(), expected_rows, "{projection:?} {filter:?}");
+                assert!(!as_text.is_empty());
+                assert_eq!(
+                    as_views, as_text,
+                    "{projection:?} views {views:?} {filter:?}"
+                );
+            }
+        }
+    }
+    // Views of a column not projected, or not text, are refused by name.
+    for (projection, views) in [(vec![0, 2], vec![1]), (vec![0, 1, 3], vec![3])] {
+        let request = ScanRequest {
+            projection: Some(projection),
+            narrowing: Narrowing {
+                text_views: views,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let error = storage
+            .scan("d", &request)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(error.contains("string views asked of column"), "{error}");
+    }
 }

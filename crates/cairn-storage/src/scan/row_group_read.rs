@@ -5,7 +5,7 @@
 
 use super::page_gather::read_gathering;
 use super::stored_comparisons::StoredComparisons;
-use super::text_dictionaries::as_text;
+use super::text_dictionaries::as_text_or_views;
 use super::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
@@ -44,25 +44,25 @@ impl PartitionScan {
         }
         let mut out = Vec::new();
         let (mut runs, mut rows_read) = (0, 0);
-        // Without a filter nothing is read as a dictionary, and batches pass through as read.
-        let reader = match self.filter.as_ref().map(|filter| filter.rows.clone()) {
-            Some(filter) => {
-                let ready = dataset_columns(self.projection.as_deref(), filter.dictionary_ready());
-                self.dictionary_reader(&read, ready)?
-            }
-            None => None,
+        // Without a filter only the columns returned as string views are read as
+        // dictionaries: views point into a dictionary's values without copying them.
+        let ready = match self.filter.as_ref().map(|filter| filter.rows.clone()) {
+            Some(filter) => dataset_columns(self.projection.as_deref(), filter.dictionary_ready()),
+            None => self.text_views.clone(),
         };
+        let reader = self.dictionary_reader(&read, ready)?;
         for (batch, offsets) in read.read_live(self.projection.as_deref(), reader.as_deref())? {
             rows_read += batch.num_rows();
             out.push(match self.evaluate(&batch)? {
                 Some(mask) => {
                     note_matches(&mask, &offsets, matched);
                     runs += mask.values().set_slices().count();
-                    as_text(arrow::compute::filter_record_batch(&batch, &mask)?)?
+                    let passed = arrow::compute::filter_record_batch(&batch, &mask)?;
+                    as_text_or_views(passed, |name| self.is_viewed(name))?
                 }
                 None => {
                     runs += usize::from(batch.num_rows() > 0);
-                    batch
+                    as_text_or_views(batch, |name| self.is_viewed(name))?
                 }
             });
         }
@@ -158,9 +158,8 @@ impl PartitionScan {
                     let mask = self.evaluate_with(narrow, &batch)?;
                     note_matches(&mask, &offsets, matched);
                     passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
-                    passed_parts.push(as_text(arrow::compute::filter_record_batch(
-                        &batch, &mask,
-                    )?)?);
+                    let passed = arrow::compute::filter_record_batch(&batch, &mask)?;
+                    passed_parts.push(as_text_or_views(passed, |name| self.is_viewed(name))?);
                 }
             }
         }
