@@ -84,32 +84,31 @@ fn with_viewed_groups(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionP
 /// `aggregate` (one computing its answer: single, or final over a partial one) with its text
 /// group keys read as views, cast back to `Utf8` above it; `None` when it has none that may.
 fn viewed_aggregate(aggregate: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let rebuilt = match aggregate.mode() {
+    let (keys, rebuilt) = match aggregate.mode() {
         AggregateMode::Single | AggregateMode::SinglePartitioned => {
-            let Some((keys, input)) = viewed_group_input(aggregate)? else {
+            let Some(viewed) = viewed_group_input(aggregate)? else {
                 return Ok(None);
             };
-            let schema = input.schema();
-            (keys, regrouped(aggregate, input, schema)?)
+            let schema = viewed.input.schema();
+            (viewed.keys, regrouped(aggregate, viewed.input, schema)?)
         }
         AggregateMode::Final | AggregateMode::FinalPartitioned => {
             let Some((between, partial)) = partial_below(aggregate.input()) else {
                 return Ok(None);
             };
-            let Some((keys, input)) = viewed_group_input(partial)? else {
+            let Some(viewed) = viewed_group_input(partial)? else {
                 return Ok(None);
             };
-            let input_schema = input.schema();
+            let input_schema = viewed.input.schema();
             let mut below: Arc<dyn ExecutionPlan> =
-                Arc::new(regrouped(partial, input, input_schema.clone())?);
+                Arc::new(regrouped(partial, viewed.input, input_schema.clone())?);
             for node in between.into_iter().rev() {
                 below = over(&node, below)?;
             }
-            (keys, regrouped(aggregate, below, input_schema)?)
+            (viewed.keys, regrouped(aggregate, below, input_schema)?)
         }
         AggregateMode::Partial | AggregateMode::PartialReduce => return Ok(None),
     };
-    let (keys, rebuilt) = rebuilt;
     Ok(Some(cast_back(
         Arc::new(rebuilt),
         &keys,
@@ -155,11 +154,16 @@ fn partial_below(
     }
 }
 
-/// The positions among `aggregate`'s group keys of its text keys that may be views, and its
-/// input producing them as views; `None` when there are none.
-fn viewed_group_input(
-    aggregate: &AggregateExec,
-) -> Result<Option<(BTreeSet<usize>, Arc<dyn ExecutionPlan>)>> {
+/// An aggregate's input producing some of its text group keys as views.
+struct ViewedGroupInput {
+    /// The positions of those keys among the aggregate's group keys.
+    keys: BTreeSet<usize>,
+    input: Arc<dyn ExecutionPlan>,
+}
+
+/// `aggregate`'s input producing as views the text group keys that may be; `None` when none
+/// may.
+fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInput>> {
     let group_by = aggregate.group_expr();
     let plain = group_by.is_single()
         && aggregate.limit_options().is_none()
@@ -201,7 +205,7 @@ fn viewed_group_input(
     if columns.is_empty() {
         return Ok(None);
     }
-    Ok(viewed_input(aggregate.input(), &columns)?.map(|input| (keys, input)))
+    Ok(viewed_input(aggregate.input(), &columns)?.map(|input| ViewedGroupInput { keys, input }))
 }
 
 /// The positions of the columns `expr` reads.
@@ -326,7 +330,6 @@ pub(crate) fn viewed_statistics(statistics: &Statistics, columns: &BTreeSet<usiz
         Precision::Inexact(ScalarValue::Utf8(v)) => {
             Precision::Inexact(ScalarValue::Utf8View(v.clone()))
         }
-        Precision::Absent => Precision::Absent,
         _ => Precision::Absent,
     };
     let mut statistics = statistics.clone();
