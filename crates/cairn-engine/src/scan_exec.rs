@@ -32,6 +32,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, split_conjunction};
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
@@ -265,7 +266,7 @@ impl DatasetScanExec {
 
     /// This scan producing its text columns at `columns` (positions in its output, each
     /// `Utf8` and read as it is stored) as string views; `None` when one is not such a
-    /// column, or a runtime filter could read one (its expression was made for `Utf8`).
+    /// column, or a runtime filter reads one (its expression was made for `Utf8`).
     pub(crate) fn with_text_views(&self, columns: &BTreeSet<usize>) -> Option<DatasetScanExec> {
         let schema = self.schema();
         let plain_text = |&column: &usize| {
@@ -279,8 +280,12 @@ impl DatasetScanExec {
                 .is_none_or(|outputs| outputs.read_as_is(column));
             text && as_read && !self.text_views.contains(&column)
         };
-        if columns.is_empty() || !columns.iter().all(plain_text) || !self.runtime_filters.is_empty()
-        {
+        let read_at_runtime = self.runtime_filters.iter().any(|filter| {
+            collect_columns(filter)
+                .iter()
+                .any(|column| columns.contains(&column.index()))
+        });
+        if columns.is_empty() || !columns.iter().all(plain_text) || read_at_runtime {
             return None;
         }
         let mut text_views = self.text_views.clone();

@@ -12,16 +12,18 @@
 //!
 //! Types elsewhere in the plan stay as planned. A scan's text column becomes views only where
 //! the stretch between the scan and the aggregate passes it along untouched (projections that
-//! name it, repartitions, merges of partitions, filters that do not read it) and the aggregate uses it
-//! as a group key alone; a projection right above the (final) aggregate casts the keys back
-//! to `Utf8`, once per group rather than once per row.
+//! name it, repartitions, merges of partitions, filters that do not read it, hash joins that
+//! neither match on it nor test it) and the aggregate uses it as a group key alone; a
+//! projection right above the (final) aggregate casts the keys back to `Utf8`, once per group
+//! rather than once per row. Through a join, views also spare copying each output row's
+//! string: the join gathers 16-byte views instead.
 
 use crate::access_path::CairnOptions;
 use crate::scan_exec::DatasetScanExec;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
-use datafusion::common::{ScalarValue, Statistics};
+use datafusion::common::{JoinSide, ScalarValue, Statistics};
 use datafusion::error::Result;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column};
@@ -29,7 +31,10 @@ use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::joins::utils::{ColumnIndex, build_join_schema};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
@@ -251,8 +256,26 @@ fn viewed_input(
         };
         return Ok(Some(over(plan, input)?));
     }
+    if let Some(join) = plan.downcast_ref::<HashJoinExec>() {
+        let Some([left, right]) = join_sides(join, columns) else {
+            return Ok(None);
+        };
+        let mut children = Vec::with_capacity(2);
+        for (child, columns) in [(join.left(), left), (join.right(), right)] {
+            children.push(match columns.is_empty() {
+                true => child.clone(),
+                false => match viewed_input(child, &columns)? {
+                    Some(viewed) => viewed,
+                    None => return Ok(None),
+                },
+            });
+        }
+        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        return Ok(Some(plan.clone().replace_children(children, options)?));
+    }
     let passes = plan.downcast_ref::<RepartitionExec>().is_some()
-        || plan.downcast_ref::<CoalescePartitionsExec>().is_some();
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<CooperativeExec>().is_some();
     let [child] = plan.children()[..] else {
         return Ok(None);
     };
@@ -263,6 +286,46 @@ fn viewed_input(
         Some(input) => Some(over(plan, input)?),
         None => None,
     })
+}
+
+/// The columns of `join`'s left and right inputs behind its output `columns`, when no other
+/// output is one of them and neither its keys nor its filter read one; `None` otherwise.
+fn join_sides(join: &HashJoinExec, columns: &BTreeSet<usize>) -> Option<[BTreeSet<usize>; 2]> {
+    let (left_schema, right_schema) = (join.left().schema(), join.right().schema());
+    let (_, joined) = build_join_schema(&left_schema, &right_schema, join.join_type());
+    let output_count = join.schema().fields().len();
+    let source = |output: usize| {
+        let position = match join.projection.as_deref() {
+            Some(projection) => *projection.get(output)?,
+            None => output,
+        };
+        joined.get(position).cloned()
+    };
+    let mut sides = [BTreeSet::new(), BTreeSet::new()];
+    for &column in columns {
+        let ColumnIndex { index, side } = source(column)?;
+        match side {
+            JoinSide::Left => sides[0].insert(index),
+            JoinSide::Right => sides[1].insert(index),
+            JoinSide::None => return None,
+        };
+    }
+    let viewed = |index: &ColumnIndex| match index.side {
+        JoinSide::Left => sides[0].contains(&index.index),
+        JoinSide::Right => sides[1].contains(&index.index),
+        JoinSide::None => false,
+    };
+    let duplicated = (0..output_count)
+        .filter(|output| !columns.contains(output))
+        .any(|output| source(output).is_some_and(|index| viewed(&index)));
+    let keyed = join.on().iter().any(|(left, right)| {
+        column_indices(left).any(|c| sides[0].contains(&c))
+            || column_indices(right).any(|c| sides[1].contains(&c))
+    });
+    let filtered = join
+        .filter()
+        .is_some_and(|filter| filter.column_indices().iter().any(viewed));
+    (!duplicated && !keyed && !filtered).then_some(sides)
 }
 
 /// `node` (of one child) over `input`, its properties derived anew.
