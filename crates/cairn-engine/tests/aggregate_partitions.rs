@@ -9,7 +9,7 @@ use cairn_engine::Database;
 use cairn_engine::single_phase_aggregate::{
     LARGE_FINAL_AGGREGATE_INPUT_ROWS, LARGE_FINAL_AGGREGATE_PARTITIONS,
 };
-use common::{explain, insert_and_flush, rows};
+use common::{explain, insert, insert_and_flush, rows};
 
 /// More rows than a large final aggregate's threshold, in groups of about four.
 const EVENTS: usize = LARGE_FINAL_AGGREGATE_INPUT_ROWS + 20_000;
@@ -103,12 +103,7 @@ async fn a_group_by_holding_the_partitioning_key_runs_in_one_phase_per_storage_p
     let in_memory: Vec<String> = (0..LINES_PER_ORDER)
         .map(|l| format!("({last}, {l}, {})", quantity(last, l)))
         .collect();
-    db.sql(&format!(
-        "INSERT INTO lines VALUES {}",
-        in_memory.join(", ")
-    ))
-    .await
-    .unwrap();
+    insert(&db, "lines", &in_memory).await;
     db.sql("ANALYZE lines").await.unwrap();
 
     let big_orders = "SELECT l_order, sum(l_qty) AS qty FROM lines GROUP BY l_order \

@@ -6,7 +6,7 @@ mod common;
 
 use arrow::datatypes::DataType;
 use cairn_engine::Database;
-use common::{explain, insert_and_flush, rows, run_plan};
+use common::{explain, insert, insert_and_flush, rows, run_plan};
 
 const LINES: usize = 30_000;
 const FLAGS: [&str; 3] = ["A", "N", "R"];
@@ -44,14 +44,15 @@ async fn lines() -> (tempfile::TempDir, Database) {
     let flushed: Vec<String> = (0..LINES - 500).map(line).collect();
     insert_and_flush(&db, "lines", &flushed).await;
     let in_memory: Vec<String> = (LINES - 500..LINES).map(line).collect();
-    db.sql(&format!(
-        "INSERT INTO lines VALUES {}",
-        in_memory.join(", ")
-    ))
-    .await
-    .unwrap();
+    insert(&db, "lines", &in_memory).await;
     db.sql("ANALYZE lines").await.unwrap();
     (dir, db)
+}
+
+/// The sum of the numbers in column `column` (counted from 1) of answer lines `| a | b |`.
+fn column_sum(answer: &[String], column: usize) -> usize {
+    let cell = |line: &String| line.split('|').nth(column).unwrap().trim().parse::<usize>();
+    answer.iter().map(|line| cell(line).unwrap()).sum()
 }
 
 /// The answer and plan with views on, and the answer with them off, which must agree.
@@ -80,17 +81,7 @@ async fn text_group_keys_travel_as_views_and_answer_as_text_does() {
     // 3 flags × (F, O, missing).
     assert_eq!(answer.len(), 9, "{answer:?}");
     let counted: usize = (0..LINES).filter(|id| id % 365 <= 300).count();
-    let total: usize = answer
-        .iter()
-        .map(|line| {
-            line.split('|')
-                .nth(5)
-                .unwrap()
-                .trim()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
+    let total = column_sum(&answer, 5);
     assert_eq!(total, counted);
     // The result's keys are text, as the query's types say.
     let (batches, _) = run_plan(&db, summary).await;
@@ -132,17 +123,7 @@ async fn text_group_keys_travel_as_views_and_answer_as_text_does() {
     let matches: usize = (0..LINES)
         .filter(|id| id % 50 < 10 && (3..=9).contains(&(id % 365)))
         .count();
-    let total: usize = answer
-        .iter()
-        .map(|line| {
-            line.split('|')
-                .nth(4)
-                .unwrap()
-                .trim()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
+    let total = column_sum(&answer, 4);
     assert_eq!(total, matches);
 
     // Rows reached through an index: the scan makes the views itself.
@@ -153,17 +134,7 @@ async fn text_group_keys_travel_as_views_and_answer_as_text_does() {
     assert!(plan.contains("index scan"), "{plan}");
     assert!(plan.contains("string views=[flag]"), "{plan}");
     let of_day_7: usize = (0..LINES).filter(|id| id % 365 == 7).count();
-    let total: usize = answer
-        .iter()
-        .map(|line| {
-            line.split('|')
-                .nth(2)
-                .unwrap()
-                .trim()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
+    let total = column_sum(&answer, 2);
     assert_eq!(total, of_day_7);
 }
 

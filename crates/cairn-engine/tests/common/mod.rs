@@ -62,8 +62,6 @@ pub async fn rows_forced(db: &Database, setting: &str, value: &str, query: &str)
     answer
 }
 
-/// Inserts `rows` (SQL value tuples) into `table`, 5,000 to a statement, then flushes the
-/// table to a component.
 /// The batches `query` returns, and the physical plan that ran them (with its metrics).
 pub async fn run_plan(db: &Database, query: &str) -> (Vec<RecordBatch>, Arc<dyn ExecutionPlan>) {
     let plan = db
@@ -97,6 +95,15 @@ pub fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> u64 {
         .sum::<u64>()
 }
 
+/// Inserts `rows` (SQL value tuples) into `table` in one statement, leaving them in memory.
+pub async fn insert(db: &Database, table: &str, rows: &[String]) {
+    db.sql(&format!("INSERT INTO {table} VALUES {}", rows.join(", ")))
+        .await
+        .unwrap();
+}
+
+/// Inserts `rows` (SQL value tuples) into `table`, 5,000 to a statement, then flushes the
+/// table to a component.
 pub async fn insert_and_flush(db: &Database, table: &str, rows: &[String]) {
     for chunk in rows.chunks(5_000) {
         db.sql(&format!("INSERT INTO {table} VALUES {}", chunk.join(", ")))
