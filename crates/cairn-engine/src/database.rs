@@ -24,6 +24,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// senders, and skipping it made them 6–16 % faster (bench/results/late-slices/).
 const PARTIAL_AGGREGATION_GROUPS_PER_ROW_MAX: f64 = 0.5;
 
+/// A hash join whose build side is estimated at no more than this many rows (or, where its
+/// size is known, bytes) collects it into one hash table that every partition of the probe
+/// side reads, instead of repartitioning both sides by the keys (DataFusion's defaults: 128 K
+/// rows, 1 MiB). The partitioned join builds its tables on every core, but first copies every
+/// row of both sides through a hash repartition: on two cores that saves at most half of one
+/// build and costs a pass over the probe side, often lineitem's 6 M rows. TPC-H SF 1, the
+/// settings against DataFusion's in one process: total ×0.92, Q2 ×0.73, Q9 ×0.67, Q18 ×0.74,
+/// Q20 ×0.80; Q13 ×1.10, whose grouping then repartitions the join's output instead
+/// (bench/results/collect-build-sides/). Larger builds (orders, 1.5 M rows) stay partitioned,
+/// where co-partitioned joins apply (co_partitioned_join.rs).
+const COLLECTED_BUILD_ROWS_MAX: usize = 1 << 20;
+const COLLECTED_BUILD_BYTES_MAX: usize = 32 << 20;
+
 pub struct Database {
     pub(crate) storage: Arc<Storage>,
     pub(crate) catalog: Catalog,
@@ -61,6 +74,14 @@ impl Database {
             .set_bool(
                 "datafusion.execution.use_row_number_estimates_to_optimize_partitioning",
                 true,
+            )
+            .set_usize(
+                "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+                COLLECTED_BUILD_ROWS_MAX,
+            )
+            .set_usize(
+                "datafusion.optimizer.hash_join_single_partition_threshold",
+                COLLECTED_BUILD_BYTES_MAX,
             )
             .with_option_extension(crate::access_path::CairnOptions::default());
         let state = SessionStateBuilder::new()
