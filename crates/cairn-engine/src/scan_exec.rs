@@ -278,7 +278,8 @@ impl DatasetScanExec {
                 .outputs
                 .as_ref()
                 .is_none_or(|outputs| outputs.read_as_is(column));
-            text && as_read && !self.text_views.contains(&column)
+            // A column already produced as views is no longer `Utf8`.
+            text && as_read
         };
         let read_at_runtime = self.runtime_filters.iter().any(|filter| {
             collect_columns(filter)
@@ -305,6 +306,13 @@ impl DatasetScanExec {
             metrics: ExecutionPlanMetricsSet::new(),
             ..self.reading_copy()
         })
+    }
+
+    /// The names of the columns produced as string views.
+    fn text_view_names(&self) -> Vec<String> {
+        let schema = self.schema();
+        let name = |&column: &usize| schema.field(column).name().clone();
+        self.text_views.iter().map(name).collect()
     }
 
     pub fn dataset(&self) -> &Arc<Dataset> {
@@ -1461,13 +1469,7 @@ impl DisplayAs for DatasetScanExec {
         };
         write!(f, ", projection=[{}]", columns.join(", "))?;
         if !self.text_views.is_empty() {
-            let schema = self.schema();
-            let names: Vec<&str> = self
-                .text_views
-                .iter()
-                .map(|&c| schema.field(c).name().as_str())
-                .collect();
-            write!(f, ", string views=[{}]", names.join(", "))?;
+            write!(f, ", string views=[{}]", self.text_view_names().join(", "))?;
         }
         if let Some(fetch) = self.fetch {
             write!(f, ", fetch={fetch}")?;
@@ -1578,14 +1580,11 @@ impl ExecutionPlan for DatasetScanExec {
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));
         }
         if !self.text_views.is_empty() {
-            let schema = self.schema();
+            let names = self.text_view_names();
             let viewed = stream.map(move |batch| {
-                let batch = as_text_or_views(batch?, |name| {
-                    schema
-                        .field_with_name(name)
-                        .is_ok_and(|f| f.data_type() == &arrow::datatypes::DataType::Utf8View)
-                })?;
-                Ok(batch)
+                Ok(as_text_or_views(batch?, |name| {
+                    names.iter().any(|n| n == name)
+                })?)
             });
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), viewed));
         }

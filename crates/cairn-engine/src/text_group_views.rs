@@ -19,6 +19,7 @@
 //! string: the join gathers 16-byte views instead.
 
 use crate::access_path::CairnOptions;
+use crate::index_join::moves_rows_only;
 use crate::scan_exec::DatasetScanExec;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::ConfigOptions;
@@ -30,13 +31,10 @@ use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::joins::utils::{ColumnIndex, build_join_schema};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
-use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, ExecutionPlan, InputOrderMode, ReplaceChildrenOptions,
     replace_children_if_necessary,
@@ -108,7 +106,7 @@ fn viewed_aggregate(aggregate: &AggregateExec) -> Result<Option<Arc<dyn Executio
             let mut below: Arc<dyn ExecutionPlan> =
                 Arc::new(regrouped(partial, viewed.input, input_schema.clone())?);
             for node in between.into_iter().rev() {
-                below = over(&node, below)?;
+                below = over(&node, vec![below])?;
             }
             (viewed.keys, regrouped(aggregate, below, input_schema)?)
         }
@@ -149,9 +147,7 @@ fn partial_below(
         if let Some(partial) = node.downcast_ref::<AggregateExec>() {
             return (*partial.mode() == AggregateMode::Partial).then_some((between, partial));
         }
-        let passes = node.downcast_ref::<RepartitionExec>().is_some()
-            || node.downcast_ref::<CoalescePartitionsExec>().is_some();
-        if !passes {
+        if !moves_rows_only(node) {
             return None;
         }
         between.push(node.clone());
@@ -244,17 +240,13 @@ fn viewed_input(
         )?)));
     }
     if let Some(filter) = plan.downcast_ref::<FilterExec>() {
-        let below: BTreeSet<usize> = match filter.projection() {
-            Some(projection) => columns.iter().map(|&c| projection[c]).collect(),
-            None => columns.clone(),
-        };
-        if column_indices(filter.predicate()).any(|c| below.contains(&c)) {
+        let Some(below) = filtered_from(filter, columns) else {
             return Ok(None);
-        }
+        };
         let Some(input) = viewed_input(filter.input(), &below)? else {
             return Ok(None);
         };
-        return Ok(Some(over(plan, input)?));
+        return Ok(Some(over(plan, vec![input])?));
     }
     if let Some(join) = plan.downcast_ref::<HashJoinExec>() {
         let Some([left, right]) = join_sides(join, columns) else {
@@ -270,22 +262,37 @@ fn viewed_input(
                 },
             });
         }
-        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-        return Ok(Some(plan.clone().replace_children(children, options)?));
+        return Ok(Some(over(plan, children)?));
     }
-    let passes = plan.downcast_ref::<RepartitionExec>().is_some()
-        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
-        || plan.downcast_ref::<CooperativeExec>().is_some();
     let [child] = plan.children()[..] else {
         return Ok(None);
     };
-    if !passes {
+    if !moves_rows_only(plan) {
         return Ok(None);
     }
     Ok(match viewed_input(child, columns)? {
-        Some(input) => Some(over(plan, input)?),
+        Some(input) => Some(over(plan, vec![input])?),
         None => None,
     })
+}
+
+/// The input columns behind `filter`'s output `columns`, when its predicate reads none of
+/// them and no other output is one of them; `None` otherwise.
+fn filtered_from(filter: &FilterExec, columns: &BTreeSet<usize>) -> Option<BTreeSet<usize>> {
+    let source = |output: usize| match filter.projection() {
+        Some(projection) => projection.get(output).copied(),
+        None => Some(output),
+    };
+    let below = columns
+        .iter()
+        .map(|&c| source(c))
+        .collect::<Option<BTreeSet<_>>>()?;
+    let output_count = filter.schema().fields().len();
+    let duplicated = (0..output_count)
+        .filter(|output| !columns.contains(output))
+        .any(|output| source(output).is_some_and(|c| below.contains(&c)));
+    let tested = column_indices(filter.predicate()).any(|c| below.contains(&c));
+    (!duplicated && !tested).then_some(below)
 }
 
 /// The columns of `join`'s left and right inputs behind its output `columns`, when no other
@@ -328,13 +335,13 @@ fn join_sides(join: &HashJoinExec, columns: &BTreeSet<usize>) -> Option<[BTreeSe
     (!duplicated && !keyed && !filtered).then_some(sides)
 }
 
-/// `node` (of one child) over `input`, its properties derived anew.
+/// `node` over `children`, its schema and properties derived anew from theirs.
 fn over(
     node: &Arc<dyn ExecutionPlan>,
-    input: Arc<dyn ExecutionPlan>,
+    children: Vec<Arc<dyn ExecutionPlan>>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-    node.clone().replace_children(vec![input], options)
+    node.clone().replace_children(children, options)
 }
 
 /// The input columns behind the projected `columns` of `exprs`, when each is a bare input

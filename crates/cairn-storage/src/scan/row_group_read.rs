@@ -61,8 +61,10 @@ impl PartitionScan {
                     as_text_or_views(passed, |name| self.is_viewed(name))?
                 }
                 None => {
+                    // Only view columns were read as dictionaries: the views are made where
+                    // every batch of the scan gets them (`PartitionScan::with_text_views`).
                     runs += usize::from(batch.num_rows() > 0);
-                    as_text_or_views(batch, |name| self.is_viewed(name))?
+                    batch
                 }
             });
         }
@@ -292,7 +294,8 @@ impl PartitionScan {
 
     /// This component's reader metadata decoding as dictionaries the dictionary-encoded text
     /// columns among `ready` (dataset positions of the columns a filter answers alike as
-    /// dictionaries). `None` when none of them is one.
+    /// dictionaries, or, without a filter, of those returned as views). `None` when none of
+    /// them is one.
     fn dictionary_reader(
         &mut self,
         read: &SelectedRows<'_>,

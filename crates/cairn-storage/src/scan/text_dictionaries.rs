@@ -160,6 +160,10 @@ impl DictionaryReaders {
         metadata: &ArrowReaderMetadata,
         mut wanted: Vec<usize>,
     ) -> Result<Option<Arc<ArrowReaderMetadata>>> {
+        // Most reads want none (no filter, no views): they pay nothing, footer walk included.
+        if wanted.is_empty() {
+            return Ok(None);
+        }
         if self.component.as_ref().map(|(id, _)| *id) != Some(component.id) {
             self.component = Some((component.id, dictionary_text_columns(metadata)));
             self.readers.clear();
