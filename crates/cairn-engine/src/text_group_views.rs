@@ -19,6 +19,7 @@
 //! string: the join gathers 16-byte views instead.
 
 use crate::access_path::CairnOptions;
+use crate::co_partitioned_join::StoragePartitionedExec;
 use crate::index_join::moves_rows_only;
 use crate::scan_exec::DatasetScanExec;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -147,7 +148,7 @@ fn partial_below(
         if let Some(partial) = node.downcast_ref::<AggregateExec>() {
             return (*partial.mode() == AggregateMode::Partial).then_some((between, partial));
         }
-        if !moves_rows_only(node) {
+        if !passes_rows_along(node) {
             return None;
         }
         between.push(node.clone());
@@ -267,7 +268,7 @@ fn viewed_input(
     let [child] = plan.children()[..] else {
         return Ok(None);
     };
-    if !moves_rows_only(plan) {
+    if !passes_rows_along(plan) {
         return Ok(None);
     }
     Ok(match viewed_input(child, columns)? {
@@ -333,6 +334,12 @@ fn join_sides(join: &HashJoinExec, columns: &BTreeSet<usize>) -> Option<[BTreeSe
         .filter()
         .is_some_and(|filter| filter.column_indices().iter().any(viewed));
     (!duplicated && !keyed && !filtered).then_some(sides)
+}
+
+/// Whether `plan` passes its input's rows on as they are: moving them between partitions
+/// or tasks, or declaring the storage partitions they came from (co_partitioned_join.rs).
+fn passes_rows_along(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    moves_rows_only(plan) || plan.is::<StoragePartitionedExec>()
 }
 
 /// `node` over `children`, its schema and properties derived anew from theirs.

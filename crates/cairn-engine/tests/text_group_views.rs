@@ -126,6 +126,29 @@ async fn text_group_keys_travel_as_views_and_answer_as_text_does() {
     let total = column_sum(&answer, 4);
     assert_eq!(total, matches);
 
+    // A join of datasets partitioned alike on its keys reads storage partitions against
+    // each other; the keys pass through its partition declarations too.
+    db.sql("CREATE TABLE tags (id BIGINT PRIMARY KEY, tag VARCHAR NOT NULL) WITH (partitions = 2)")
+        .await
+        .unwrap();
+    let tags: Vec<String> = (0..LINES)
+        .step_by(3)
+        .map(|id| format!("({id}, 'tag {}')", id % 4))
+        .collect();
+    insert_and_flush(&db, "tags", &tags).await;
+    for threshold in ["", "_rows"] {
+        let set =
+            format!("SET datafusion.optimizer.hash_join_single_partition_threshold{threshold} = 0");
+        db.sql(&set).await.unwrap();
+    }
+    let tagged = "SELECT t.tag, l.flag, count(*) AS n FROM tags t JOIN lines l ON l.id = t.id \
+                  GROUP BY t.tag, l.flag";
+    let (answer, plan) = both_ways(&db, tagged).await;
+    assert!(plan.contains("StoragePartitionedExec"), "{plan}");
+    assert!(plan.contains("string views=[tag]"), "{plan}");
+    assert!(plan.contains("string views=[flag]"), "{plan}");
+    assert_eq!(column_sum(&answer, 3), LINES.div_ceil(3));
+
     // Rows reached through an index: the scan makes the views itself.
     db.sql("SET cairn.access_path = 'index'").await.unwrap();
     let few_days = "SELECT flag, count(*) AS n FROM lines WHERE day = 7 GROUP BY flag";
