@@ -306,7 +306,8 @@ impl FloatComparison {
 }
 
 /// `expr` as `column op constant` (either way round), when it compares a column of `schema`
-/// with a non-null constant of the column's type: an integer, date or timestamp.
+/// with a non-null constant of the column's type: an integer, date or timestamp, or a
+/// floating-point number other than zero.
 fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<ColumnComparison> {
     let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
     let (left, right) = (binary.left(), binary.right());
@@ -340,6 +341,9 @@ fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Co
         | ScalarValue::TimestampMicrosecond(Some(v), _)
         | ScalarValue::TimestampNanosecond(Some(v), _) => *v,
         ScalarValue::Int32(Some(v)) | ScalarValue::Date32(Some(v)) => *v as i64,
+        // Against zero DataFusion takes -0.0 for 0.0, which the stored order does not.
+        ScalarValue::Float64(Some(v)) if *v != 0.0 => cairn_storage::float_order_key(*v),
+        ScalarValue::Float32(Some(v)) if *v != 0.0 => cairn_storage::float32_order_key(*v),
         _ => return None,
     };
     Some(ColumnComparison {
@@ -855,6 +859,7 @@ mod tests {
             Field::new("a", ArrowType::Int64, true),
             Field::new("s", ArrowType::Utf8, false),
             Field::new("d", ArrowType::Date32, false),
+            Field::new("f", ArrowType::Float64, false),
         ]));
         let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
         let comparisons = |condition: Expr| {
@@ -895,5 +900,16 @@ mod tests {
         );
         // A constant of another type compares through a cast.
         assert_eq!(comparisons(col("a").lt(lit(2.5f64))), None);
+        // A double as its order key, unless it is zero (DataFusion takes -0.0 for 0.0).
+        assert_eq!(
+            comparisons(col("f").lt(lit(2.5f64))),
+            Some(vec![at(
+                3,
+                ComparisonOp::Lt,
+                cairn_storage::float_order_key(2.5)
+            )])
+        );
+        assert_eq!(comparisons(col("f").gt(lit(0.0f64))), None);
+        assert_eq!(comparisons(col("f").gt(lit(-0.0f64))), None);
     }
 }

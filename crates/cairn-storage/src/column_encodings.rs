@@ -8,7 +8,7 @@ use crate::shape::DatasetShape;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, Int64Type};
 use parquet::schema::types::ColumnPath;
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 /// A column whose sample has more than this share of distinct values is written without a
 /// dictionary: the dictionary would hold nearly every value, costing a hash per value on write
@@ -21,27 +21,71 @@ fn is_flat(data_type: &ArrowType) -> bool {
     data_type == &ArrowType::Utf8 || data_type.is_primitive()
 }
 
-/// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the non-null values differ, or
-/// more than `entries_max` do. A read of one row decodes its row group's whole dictionary, and
-/// past a page's worth of entries that costs more than the page itself: BigFUN's user names
-/// (about a thousand a row group) and employment dates made a fetch of 100 users decode 40 KB
-/// of dictionaries per row group it touched, two thirds of the fetch.
-fn too_distinct_for_a_dictionary(values: &ArrayRef, entries_max: usize) -> bool {
-    let present = values.len() - values.null_count();
-    let Ok(converter) =
+/// A leaf's non-null values as a dictionary encodes them: each value's entry number, in
+/// order of first appearance, and how many entries there are.
+struct DictionaryIndices {
+    indices: Vec<u32>,
+    entries: usize,
+}
+
+fn dictionary_indices(values: &ArrayRef) -> Option<DictionaryIndices> {
+    let converter =
         arrow::row::RowConverter::new(vec![arrow::row::SortField::new(values.data_type().clone())])
-    else {
-        return false;
-    };
-    let Ok(rows) = converter.convert_columns(std::slice::from_ref(values)) else {
-        return false;
-    };
-    let distinct: HashSet<&[u8]> = (0..rows.num_rows())
+            .ok()?;
+    let rows = converter
+        .convert_columns(std::slice::from_ref(values))
+        .ok()?;
+    let mut entries: HashMap<&[u8], u32> = HashMap::new();
+    let indices = (0..rows.num_rows())
         .filter(|&i| values.is_valid(i))
-        .map(|i| rows.row(i).data())
+        .map(|i| {
+            let next = entries.len() as u32;
+            *entries.entry(rows.row(i).data()).or_insert(next)
+        })
         .collect();
-    distinct.len() > entries_max
-        || (present > 0 && distinct.len() as f64 > DICTIONARY_DISTINCT_SHARE_MAX * present as f64)
+    Some(DictionaryIndices {
+        indices,
+        entries: entries.len(),
+    })
+}
+
+impl DictionaryIndices {
+    /// Whether more than [`DICTIONARY_DISTINCT_SHARE_MAX`] of the values differ, or more
+    /// than `entries_max` do. A read of one row decodes its row group's whole dictionary, and
+    /// past a page's worth of entries that costs more than the page itself: BigFUN's user
+    /// names (about a thousand a row group) and employment dates made a fetch of 100 users
+    /// decode 40 KB of dictionaries per row group it touched, two thirds of the fetch.
+    fn too_distinct(&self, entries_max: usize) -> bool {
+        self.entries > entries_max
+            || (!self.indices.is_empty()
+                && self.entries as f64 > DICTIONARY_DISTINCT_SHARE_MAX * self.indices.len() as f64)
+    }
+
+    /// [`Lz4Sizes`] of the data pages' entry numbers, bit-packed at the width the dictionary
+    /// needs in pages of `page_rows` values, as the writer packs values that do not repeat in
+    /// runs. Drawn without order from a few entries (TPC-H's flags, discounts and
+    /// quantities), they are as dense as bits get and LZ4 leaves all of them.
+    fn packed_lz4_sizes(&self, page_rows: usize) -> Lz4Sizes {
+        let width = (usize::BITS - self.entries.saturating_sub(1).leading_zeros()).max(1) as usize;
+        let mut sizes = Lz4Sizes {
+            plain: 0,
+            compressed: 0,
+        };
+        for page in self.indices.chunks(page_rows.max(1)) {
+            let mut packed = vec![0u8; (page.len() * width).div_ceil(8)];
+            for (position, &index) in page.iter().enumerate() {
+                for bit in 0..width {
+                    if index >> bit & 1 == 1 {
+                        let at = position * width + bit;
+                        packed[at / 8] |= 1 << (at % 8);
+                    }
+                }
+            }
+            sizes.plain += packed.len();
+            sizes.compressed += lz4_flex::block::compress(&packed).len();
+        }
+        sizes
+    }
 }
 
 /// The flat leaves under `column` (at `path`, one part per level) with their Parquet paths:
@@ -85,10 +129,12 @@ fn flat_leaves(
 }
 
 /// A mostly-distinct leaf is written uncompressed when LZ4 shrinks its sample's values to
-/// more than this share of their size: saving less than a fifth of the bytes, it would cost
-/// every scan of the column a decompression (timestamps and coordinates spread over their
-/// range barely compress, and decompressing them was a tenth of a Q12 scan).
-const COMPRESSED_SHARE_MAX: f64 = 0.8;
+/// more than this share of their size: saving less than a third of the bytes, it would cost
+/// every scan of the column a decompression, and keep a late read from taking its passing
+/// rows' values in place (timestamps and coordinates spread over their range barely
+/// compress, and decompressing them was a tenth of a Q12 scan; TPC-H's prices keep 72 %,
+/// and decompressing `l_extendedprice` was a fifth of Q6).
+const COMPRESSED_SHARE_MAX: f64 = 0.67;
 
 /// What LZ4 makes of a leaf's sample, compressed a page at a time as the writer compresses
 /// it: the plain layout's bytes (fixed-width values, or a string's characters) and what LZ4
@@ -252,8 +298,9 @@ impl DatasetShape {
     ///   primitive leaves (timestamps, numbers) — top-level, in lists (friend ids) or in
     ///   nested records (screen names, coordinates) — whose values are mostly distinct in
     ///   `sample`, or more than a page's worth of distinct values (names, dates);
-    /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks, and
-    ///   the delta-packed ones;
+    /// - uncompressed: those of the leaves without a dictionary that LZ4 barely shrinks, the
+    ///   delta-packed ones, and the leaves with a dictionary whose entry numbers LZ4 barely
+    ///   shrinks;
     /// - delta lengths: the string leaves, among those judged from `sample`, written without
     ///   a dictionary (with no sample, a string key keeps the plain layout);
     /// - delta packed: the integer leaves among those judged from `sample`, written without a
@@ -285,8 +332,21 @@ impl DatasetShape {
             );
             let is_key = self.key_column_indices.contains(&index);
             for (values, path) in leaves {
-                if !is_key && !too_distinct_for_a_dictionary(&values, self.page_rows) {
-                    continue;
+                if !is_key {
+                    match dictionary_indices(&values) {
+                        Some(dictionary) if dictionary.too_distinct(self.page_rows) => {}
+                        Some(dictionary) => {
+                            // LZ4 over entry numbers that do not shrink only costs reads.
+                            if dictionary
+                                .packed_lz4_sizes(self.page_rows)
+                                .compresses_poorly()
+                            {
+                                encodings.uncompressed.push(path);
+                            }
+                            continue;
+                        }
+                        None => continue,
+                    }
                 }
                 let lz4 = lz4_sizes(&values, self.page_rows);
                 if lz4.is_some_and(Lz4Sizes::compresses_poorly) {
@@ -334,8 +394,10 @@ mod tests {
 
     #[test]
     fn compressibility_is_judged_a_page_at_a_time() {
-        let days = scattered_days();
-        // As one 64 KB block the days repeat often enough for LZ4; in pages they do not.
+        // 16,384 days drawn from a thousand. As one 64 KB block they repeat often enough for
+        // LZ4 (it leaves 36 % of them); in pages they do not (86 % in pages of 1,024).
+        let day = |i: u64| 8035 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as i32 % 1000;
+        let days: ArrayRef = Arc::new(Int32Array::from_iter_values((0..16_384).map(day)));
         assert!(!compresses_poorly(&days, crate::component::PAGE_ROWS_MAX));
         assert!(compresses_poorly(&days, 1024));
         assert!(compresses_poorly(&days, crate::component::DATA_PAGE_ROWS));
@@ -503,5 +565,40 @@ mod tests {
             names(&encodings.undictionaried),
             ["day", "hash", "id", "supplier"]
         );
+    }
+
+    #[test]
+    fn dictionaries_whose_entry_numbers_lz4_cannot_shrink_are_uncompressed() {
+        use cairn_model::DataType;
+        let rows = 16_384u64;
+        let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(1..=rows as i64));
+        // Eleven values in no order, like TPC-H's discounts: their entry numbers are noise.
+        let scattered: ArrayRef =
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|i| {
+                (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as i64 % 11
+            })));
+        // Eleven values in a repeating cycle: LZ4 finds the cycle.
+        let cyclic: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            (0..rows as i64).map(|i| i % 11),
+        ));
+        let encodings = encodings_of(
+            &[("scattered", DataType::Int64), ("cyclic", DataType::Int64)],
+            vec![keys, scattered, cyclic],
+        );
+        let uncompressed: Vec<String> = encodings.uncompressed.iter().map(|p| p.string()).collect();
+        assert!(
+            uncompressed.contains(&"scattered".to_string()),
+            "{uncompressed:?}"
+        );
+        assert!(
+            !uncompressed.contains(&"cyclic".to_string()),
+            "{uncompressed:?}"
+        );
+        let undictionaried: Vec<String> = encodings
+            .undictionaried
+            .iter()
+            .map(|p| p.string())
+            .collect();
+        assert_eq!(undictionaried, ["id"]);
     }
 }

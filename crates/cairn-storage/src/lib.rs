@@ -68,7 +68,7 @@ pub use error::{Result, StorageError};
 pub use options::{Durability, StorageOptions};
 pub use scan::{
     ColumnComparison, ColumnRange, ComparisonOp, Narrowing, PartitionScan, RowFilter, ScanFilter,
-    ScanRequest, collect_parallel,
+    ScanRequest, collect_parallel, float_order_key, float32_order_key,
 };
 pub use secondary_index::{IndexDefinition, IndexKind, IndexRange};
 pub use statistics::{ColumnSummaries, ColumnSummary, PartitionSummary};

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
+mod dictionary_chunks;
 pub(crate) mod page_gather;
 mod range_bits;
 mod row_group_read;
@@ -87,12 +88,30 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
 
 /// `column op value`: a comparison of the column at `position` (in the batches a
 /// [`RowFilter`] receives) with a constant of the column's type, as a whole number — the
-/// value of an integer, the days of a date, the ticks of a timestamp in its unit.
+/// value of an integer, the days of a date, the ticks of a timestamp in its unit, the
+/// [`float_order_key`] (or [`float32_order_key`]) of a floating-point number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ColumnComparison {
     pub position: usize,
     pub op: ComparisonOp,
     pub value: i64,
+}
+
+/// `value` as an integer that orders as Arrow's comparison kernels order doubles (IEEE 754
+/// totalOrder, as `f64::total_cmp`: -NaN < -∞ < … < -0.0 < 0.0 < … < ∞ < NaN), so that a
+/// scan compares stored doubles as whole numbers. DataFusion also takes -0.0 for 0.0 in a
+/// comparison, which this order does not: only comparisons with a constant other than zero
+/// answer alike either way.
+pub fn float_order_key(value: f64) -> i64 {
+    let bits = value.to_bits() as i64;
+    // Negative numbers' bits order backwards: flip all but the sign bit.
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
+
+/// [`float_order_key`] of a 32-bit float, in the same order as `f32::total_cmp`.
+pub fn float32_order_key(value: f32) -> i64 {
+    let bits = value.to_bits() as i32;
+    (bits ^ (((bits >> 31) as u32) >> 1) as i32) as i64
 }
 
 /// The comparison of a [`ColumnComparison`], with the column on the left.

@@ -297,6 +297,50 @@ fn comparisons_tested_on_stored_values_answer_as_decoding_does() {
     }
 }
 
+/// One of thirteen values, in no order: stored as a dictionary.
+fn dictionary_v(id: i64) -> i64 {
+    (spread_v(id) as u64 % 13) as i64 - 6
+}
+
+#[test]
+fn comparisons_on_dictionary_encoded_columns_answer_as_decoding_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = items_flushed(dir.path(), dictionary_v);
+    let ids_between = |low: i64, high: i64| ColumnRange {
+        column: "id".into(),
+        lower: Some(Value::Int(low)),
+        upper: Some(Value::Int(high)),
+    };
+    // (projection, v's position, key ranges) as for plain values.
+    let cases = [
+        (vec![0, 1, 2, 3], 1, Vec::new()),
+        (vec![3, 2, 1, 0], 2, Vec::new()),
+        (vec![1], 0, Vec::new()),
+        (vec![0, 1, 2], 1, vec![ids_between(1000, 5500)]),
+    ];
+    for (projection, v_position, ranges) in cases {
+        for (lower, upper) in [(4, 5), (-6, 0), (-100, 100), (7, 9), (0, 0)] {
+            let narrow = projection.len() > 1;
+            let stored = VBetween::offering(v_position, lower, upper, narrow, true);
+            let decoded = VBetween::offering(v_position, lower, upper, narrow, false);
+            let stored = scan_within(&storage, &projection, stored, ranges.clone());
+            let decoded = scan_within(&storage, &projection, decoded, ranges.clone());
+            let case = format!(
+                "{projection:?}, v in [{lower}, {upper}), {} ranges",
+                ranges.len()
+            );
+            assert_eq!(stored.rows, decoded.rows, "{case}");
+            assert!(stored.tested_stored > 0, "{case}");
+            if ranges.is_empty() {
+                let live_matches = (0..7000)
+                    .filter(|id| id % 11 != 0 && (lower..upper).contains(&dictionary_v(*id)))
+                    .count();
+                assert_eq!(stored.rows.len(), live_matches, "{case}");
+            }
+        }
+    }
+}
+
 /// A row group of more rows than a read returns in one batch (8,192): the other columns come
 /// back in several batches, each joined with the slice of the filter's columns holding its
 /// rows, whether the filter was tested on stored values (as one part) or decoded (by batch),

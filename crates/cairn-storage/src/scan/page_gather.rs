@@ -179,7 +179,7 @@ fn gather_plain<T: ArrowNativeType, const W: usize>(
     component: &DiskComponent,
     paged: &ArrowReaderMetadata,
     row_group: usize,
-    plain: &PlainLeaf,
+    plain: &FixedWidthLeaf,
     offsets: &[u64],
     from_le_bytes: fn([u8; W]) -> T,
 ) -> Result<Option<ArrayRef>> {
@@ -316,28 +316,33 @@ pub(crate) fn fixed_width_array(
     Ok(make_array(data))
 }
 
-/// A flat fixed-width column chunk stored plain: its leaf, width and type, and whether its
-/// pages are uncompressed (so that `plain_chunk` can test it in place).
-pub(crate) struct PlainLeaf {
+/// A flat fixed-width column's chunk in one row group: its leaf, width and type, whether its
+/// pages are uncompressed (so that `plain_chunk` can test it in place), and whether its values
+/// are dictionary entry numbers.
+pub(crate) struct FixedWidthLeaf {
     pub(crate) leaf: usize,
     pub(crate) width: usize,
     pub(crate) arrow_type: DataType,
     pub(crate) uncompressed: bool,
+    pub(crate) dictionary: bool,
 }
 
 /// Column `column` (of the dataset schema) in `row_group`, when the footer says it is a flat
-/// 32- or 64-bit integer, date or timestamp column whose chunk there is plain (compressed or
-/// not), without a dictionary and without nulls: each page's values are then its last
-/// `rows × width` bytes once decompressed.
-pub(crate) fn plain_leaf(
+/// 32- or 64-bit integer, date, timestamp or floating-point column whose chunk there holds no
+/// null and is either plain (compressed or not) or dictionary-encoded. A plain page's values
+/// are then its last `rows × width` bytes once decompressed; a dictionary chunk's pages may
+/// still fall back to plain values, which its reader must check page by page.
+pub(crate) fn fixed_width_leaf(
     footer: &ArrowReaderMetadata,
     row_group: usize,
     column: usize,
-) -> Option<PlainLeaf> {
+) -> Option<FixedWidthLeaf> {
     let field = footer.schema().fields().get(column)?;
     let (width, physical) = match field.data_type() {
         DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
         DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
+        DataType::Float64 => (8, PhysicalType::DOUBLE),
+        DataType::Float32 => (4, PhysicalType::FLOAT),
         _ => return None,
     };
     let schema = footer.parquet_schema();
@@ -345,18 +350,30 @@ pub(crate) fn plain_leaf(
         (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
     let descriptor = schema.column(leaf);
     let chunk = footer.metadata().row_groups().get(row_group)?.column(leaf);
-    let plain = descriptor.path().parts().len() == 1
+    let dictionary = chunk.dictionary_page_offset().is_some();
+    let fits = descriptor.path().parts().len() == 1
         && descriptor.max_rep_level() == 0
         && chunk.column_type() == physical
-        && chunk.dictionary_page_offset().is_none()
-        && chunk
-            .encodings()
-            .all(|e| matches!(e, Encoding::PLAIN | Encoding::RLE))
+        && chunk.encodings().all(|e| match e {
+            Encoding::PLAIN | Encoding::RLE => true,
+            Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => dictionary,
+            _ => false,
+        })
         && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
-    plain.then(|| PlainLeaf {
+    fits.then(|| FixedWidthLeaf {
         leaf,
         width,
         arrow_type: field.data_type().clone(),
         uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
+        dictionary,
     })
+}
+
+/// [`fixed_width_leaf`] when its chunk is plain, without a dictionary.
+pub(crate) fn plain_leaf(
+    footer: &ArrowReaderMetadata,
+    row_group: usize,
+    column: usize,
+) -> Option<FixedWidthLeaf> {
+    fixed_width_leaf(footer, row_group, column).filter(|leaf| !leaf.dictionary)
 }

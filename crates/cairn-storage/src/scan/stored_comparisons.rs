@@ -1,19 +1,21 @@
-//! Testing a scan's filter on the stored bytes of plain pages. When the filter is a
-//! conjunction of comparisons of fixed-width columns with constants, and those columns' chunks
-//! in a row group are plain, uncompressed and free of nulls, each value is compared where it
-//! lies in the (mapped) file: no page is decoded into an array, and only the passing rows'
-//! values are gathered.
+//! Testing a scan's filter on the stored bytes of plain pages and the entry numbers of
+//! dictionary-encoded ones. When the filter is a conjunction of comparisons of fixed-width
+//! columns with constants, and those columns' chunks in a row group are free of nulls and
+//! either plain and uncompressed or dictionary-encoded, each plain value is compared where it
+//! lies in the (mapped) file and each dictionary entry once (dictionary_chunks.rs): no page is
+//! decoded into an array, and only the passing rows' values are gathered.
 //!
-//! A page's values are then its last `rows × width` bytes: the offset index gives every
+//! A plain page's values are then its last `rows × width` bytes: the offset index gives every
 //! page's position, its size including the header, and its first row, and a plain page of a
 //! flat column without nulls ends in its values, whatever definition levels precede them.
 
-use super::page_gather::{PlainLeaf, fixed_width_array, plain_leaf};
-use super::range_bits::append_in_range;
+use super::dictionary_chunks::DictionaryChunk;
+use super::page_gather::{FixedWidthLeaf, fixed_width_array, fixed_width_leaf};
+use super::range_bits::{StoredOrder, append_in_range};
 use super::{ColumnComparison, ComparisonOp};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, BooleanBufferBuilder, RecordBatch};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Schema};
 use bytes::Bytes;
@@ -38,6 +40,7 @@ struct PlainChunk {
     /// Ascending; together they hold every row of the row group.
     pages: Vec<PlainPage>,
     arrow_type: DataType,
+    order: StoredOrder,
 }
 
 impl PlainChunk {
@@ -79,12 +82,77 @@ fn bounds_of<'a>(comparisons: impl Iterator<Item = &'a ColumnComparison>) -> Opt
     (low <= high).then_some((low as i64, high as i64))
 }
 
+/// A filter column's chunk in one row group, tested where it is stored.
+#[derive(Debug)]
+enum StoredChunk {
+    Plain(PlainChunk),
+    Dictionary(DictionaryChunk),
+}
+
+impl StoredChunk {
+    /// Appends to `out` one bit per row of `rows` (row-group offsets): whether its value's
+    /// order key lies in `[low, high]`. `scratch` is reused between calls.
+    fn append_in_range(
+        &self,
+        rows: std::ops::Range<u64>,
+        low: i64,
+        high: i64,
+        out: &mut BooleanBufferBuilder,
+        scratch: &mut Vec<u8>,
+    ) {
+        match self {
+            StoredChunk::Plain(chunk) => {
+                for (page, part) in chunk.segments(rows.start, rows.end) {
+                    let values = &chunk.bytes[page.values_start + part.start * chunk.width
+                        ..page.values_start + part.end * chunk.width];
+                    append_in_range(values, chunk.width, chunk.order, low, high, out, scratch);
+                }
+            }
+            StoredChunk::Dictionary(chunk) => chunk.append_in_range(rows, low, high, out),
+        }
+    }
+
+    /// How many rows the chunk holds.
+    fn len(&self) -> u64 {
+        match self {
+            StoredChunk::Plain(chunk) => chunk
+                .pages
+                .last()
+                .map_or(0, |page| page.first_row + page.rows),
+            StoredChunk::Dictionary(chunk) => chunk.len() as u64,
+        }
+    }
+
+    /// The values at `offsets` (ascending, each below [`StoredChunk::len`]), in order.
+    fn gather(&self, offsets: &[u64]) -> Result<ArrayRef> {
+        let chunk = match self {
+            StoredChunk::Plain(chunk) => chunk,
+            StoredChunk::Dictionary(chunk) => return chunk.gather(offsets),
+        };
+        // The value bytes of each offset's row, in order; the pages hold every row below
+        // `len` (plain_chunk checks), so each offset finds its page.
+        let mut pages = chunk.pages.iter().peekable();
+        let mut stored = Vec::with_capacity(offsets.len() * chunk.width);
+        for &offset in offsets {
+            while pages
+                .next_if(|page| page.first_row + page.rows <= offset)
+                .is_some()
+            {}
+            if let Some(page) = pages.peek() {
+                let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
+                stored.extend_from_slice(&chunk.bytes[at..at + chunk.width]);
+            }
+        }
+        fixed_width_array(&chunk.arrow_type, chunk.width, &stored)
+    }
+}
+
 /// A filter of column comparisons over one row group, tested on its stored values.
 #[derive(Debug)]
 pub(super) struct StoredComparisons {
     /// Per filter column, in the filter's order: its chunk, and the bounds the filter puts
     /// on it (`None` for a column the filter reads but does not bound).
-    columns: Vec<(PlainChunk, Option<(i64, i64)>)>,
+    columns: Vec<(StoredChunk, Option<(i64, i64)>)>,
     /// Some column's comparisons exclude every value.
     unsatisfiable: bool,
     schema: Arc<Schema>,
@@ -107,12 +175,13 @@ impl StoredComparisons {
             return Ok(None);
         }
         // Decided from the footer the scan holds, so that a filter on columns stored any
-        // other way never loads the page locations.
-        let mut plain = Vec::with_capacity(columns.len());
+        // other way never loads the page locations. A dictionary's pages are read through
+        // the page reader, which decompresses them; plain ones are read in place.
+        let mut leaves = Vec::with_capacity(columns.len());
         for &column in columns {
-            match plain_leaf(footer, row_group, column).filter(|leaf| leaf.uncompressed) {
-                Some(leaf) => plain.push(leaf),
-                None => return Ok(None),
+            match fixed_width_leaf(footer, row_group, column) {
+                Some(leaf) if leaf.dictionary || leaf.uncompressed => leaves.push(leaf),
+                _ => return Ok(None),
             }
         }
         let paged;
@@ -124,8 +193,14 @@ impl StoredComparisons {
         };
         let mut chunks = Vec::with_capacity(columns.len());
         let mut unsatisfiable = false;
-        for (position, leaf) in plain.into_iter().enumerate() {
-            let Some(chunk) = plain_chunk(component, metadata, row_group, leaf)? else {
+        for (position, leaf) in leaves.into_iter().enumerate() {
+            let chunk = if leaf.dictionary {
+                DictionaryChunk::read(component, metadata, row_group, &leaf)?
+                    .map(StoredChunk::Dictionary)
+            } else {
+                plain_chunk(component, metadata, row_group, leaf)?.map(StoredChunk::Plain)
+            };
+            let Some(chunk) = chunk else {
                 return Ok(None);
             };
             let on_column = comparisons.iter().filter(|c| c.position == position);
@@ -161,12 +236,8 @@ impl StoredComparisons {
                 let Some((low, high)) = *bounds else {
                     continue;
                 };
-                let mut bits = arrow::array::BooleanBufferBuilder::new(rows as usize);
-                for (page, part) in chunk.segments(start, start + rows) {
-                    let values = &chunk.bytes[page.values_start + part.start * chunk.width
-                        ..page.values_start + part.end * chunk.width];
-                    append_in_range(values, chunk.width, low, high, &mut bits, &mut scratch);
-                }
+                let mut bits = BooleanBufferBuilder::new(rows as usize);
+                chunk.append_in_range(start..start + rows, low, high, &mut bits, &mut scratch);
                 let bits = bits.finish();
                 passing = Some(match passing {
                     Some(so_far) => &so_far & &bits,
@@ -186,10 +257,7 @@ impl StoredComparisons {
     pub(super) fn gather(&self, offsets: &[u64]) -> Result<RecordBatch> {
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
         for (chunk, _) in &self.columns {
-            let rows = chunk
-                .pages
-                .last()
-                .map_or(0, |page| page.first_row + page.rows);
+            let rows = chunk.len();
             if offsets.last().is_some_and(|&last| last >= rows) {
                 return Err(StorageError::corrupt(
                     &self.path,
@@ -199,21 +267,7 @@ impl StoredComparisons {
                     ),
                 ));
             }
-            // The value bytes of each offset's row, in order; the pages hold every row below
-            // `rows` (plain_chunk checks), so each offset finds its page.
-            let mut pages = chunk.pages.iter().peekable();
-            let mut stored = Vec::with_capacity(offsets.len() * chunk.width);
-            for &offset in offsets {
-                while pages
-                    .next_if(|page| page.first_row + page.rows <= offset)
-                    .is_some()
-                {}
-                if let Some(page) = pages.peek() {
-                    let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
-                    stored.extend_from_slice(&chunk.bytes[at..at + chunk.width]);
-                }
-            }
-            arrays.push(fixed_width_array(&chunk.arrow_type, chunk.width, &stored)?);
+            arrays.push(chunk.gather(offsets)?);
         }
         Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
     }
@@ -225,9 +279,13 @@ fn plain_chunk(
     component: &DiskComponent,
     metadata: &ArrowReaderMetadata,
     row_group: usize,
-    plain: PlainLeaf,
+    plain: FixedWidthLeaf,
 ) -> Result<Option<PlainChunk>> {
-    let PlainLeaf {
+    let order = match plain.arrow_type.is_floating() {
+        true => StoredOrder::Float,
+        false => StoredOrder::Integer,
+    };
+    let FixedWidthLeaf {
         leaf,
         width,
         arrow_type,
@@ -292,5 +350,6 @@ fn plain_chunk(
         width,
         pages,
         arrow_type,
+        order,
     }))
 }
