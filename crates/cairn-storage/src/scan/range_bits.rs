@@ -188,8 +188,18 @@ mod tests {
 
     /// The bits `append_in_range` gives, as booleans.
     fn tested(values: &[u8], width: usize, low: i64, high: i64) -> Vec<bool> {
+        tested_in(StoredOrder::Integer, values, width, low, high)
+    }
+
+    /// [`tested`] of values in `order`.
+    fn tested_in(
+        order: StoredOrder,
+        values: &[u8],
+        width: usize,
+        low: i64,
+        high: i64,
+    ) -> Vec<bool> {
         let mut out = BooleanBufferBuilder::new(0);
-        let order = StoredOrder::Integer;
         append_in_range(values, width, order, low, high, &mut out, &mut Vec::new());
         out.finish().iter().collect()
     }
@@ -313,39 +323,15 @@ mod tests {
             .flat_map(|&v| (v as f32).to_le_bytes())
             .collect();
         for (low, high) in [(0.06, 0.08), (-3.0, 1e300), (0.07, f64::NAN)] {
-            let mut out = BooleanBufferBuilder::new(0);
-            let (low_key, high_key) = (float_order_key(low), float_order_key(high));
             let order = StoredOrder::Float;
-            append_in_range(
-                &bytes,
-                8,
-                order,
-                low_key,
-                high_key,
-                &mut out,
-                &mut Vec::new(),
-            );
             let expected: Vec<bool> = values
                 .iter()
                 .map(|v| v.total_cmp(&low).is_ge() && v.total_cmp(&high).is_le())
                 .collect();
-            assert_eq!(
-                out.finish().iter().collect::<Vec<_>>(),
-                expected,
-                "[{low}, {high}]"
-            );
+            let (low_key, high_key) = (float_order_key(low), float_order_key(high));
+            let got = tested_in(order, &bytes, 8, low_key, high_key);
+            assert_eq!(got, expected, "[{low}, {high}]");
             let (low32, high32) = (low as f32, high as f32);
-            let (low_key, high_key) = (float32_order_key(low32), float32_order_key(high32));
-            let mut out = BooleanBufferBuilder::new(0);
-            append_in_range(
-                &narrow,
-                4,
-                order,
-                low_key,
-                high_key,
-                &mut out,
-                &mut Vec::new(),
-            );
             let expected: Vec<bool> = values
                 .iter()
                 .map(|&v| {
@@ -353,11 +339,9 @@ mod tests {
                     v.total_cmp(&low32).is_ge() && v.total_cmp(&high32).is_le()
                 })
                 .collect();
-            assert_eq!(
-                out.finish().iter().collect::<Vec<_>>(),
-                expected,
-                "[{low}, {high}]"
-            );
+            let (low_key, high_key) = (float32_order_key(low32), float32_order_key(high32));
+            let got = tested_in(order, &narrow, 4, low_key, high_key);
+            assert_eq!(got, expected, "[{low}, {high}]");
             let keys = order_keys(&bytes, 8, order);
             let mut sorted = values.to_vec();
             sorted.sort_by(f64::total_cmp);
