@@ -307,15 +307,30 @@ fn unpack(run: &[u8], bit_width: u32, count: usize, out: &mut Vec<u32>) -> Optio
     Some(())
 }
 
-/// Appends the eight values of `W` bits in each `W`-byte group of `packed`.
+/// Appends the eight values of `W` bits in each `W`-byte group of `packed`, read as one
+/// 64-bit word up to eight bits a value and as one 128-bit word above.
 fn unpack_groups<const W: usize>(packed: &[u8], out: &mut Vec<u32>) {
-    let mask = (1u128 << W) - 1;
-    for group in packed.as_chunks::<W>().0 {
-        let mut bytes = [0u8; 16];
-        bytes[..W].copy_from_slice(group);
-        let bits = u128::from_le_bytes(bytes);
-        for value in 0..8 {
-            out.push(((bits >> (value * W)) & mask) as u32);
+    let groups = packed.as_chunks::<W>().0;
+    let start = out.len();
+    out.resize(start + groups.len() * 8, 0);
+    let targets = out[start..].as_chunks_mut::<8>().0;
+    for (group, target) in groups.iter().zip(targets) {
+        if W <= 8 {
+            let mut bytes = [0u8; 8];
+            bytes[..W].copy_from_slice(group);
+            let bits = u64::from_le_bytes(bytes);
+            let mask = (1u64 << W) - 1;
+            for (value, slot) in target.iter_mut().enumerate() {
+                *slot = ((bits >> (value * W)) & mask) as u32;
+            }
+        } else {
+            let mut bytes = [0u8; 16];
+            bytes[..W].copy_from_slice(group);
+            let bits = u128::from_le_bytes(bytes);
+            let mask = (1u128 << W) - 1;
+            for (value, slot) in target.iter_mut().enumerate() {
+                *slot = ((bits >> (value * W)) & mask) as u32;
+            }
         }
     }
 }
