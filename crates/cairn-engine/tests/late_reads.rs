@@ -452,7 +452,9 @@ async fn narrow_columns_read_late_hold_the_values_written() {
 
 /// A Q6-shaped table: `price` distinct doubles (stored plain and uncompressed), `discount`
 /// one of eleven doubles among which both zeros, and `qty` one of fifty integers (both
-/// stored as dictionaries), `day` one of 2,000 dates. `lines` is flushed to a component;
+/// stored as dictionaries, in nullable columns: their pages hold definition levels), `day`
+/// one of 2,000 dates. The last 50 rows have no `qty`, so the last row group of each
+/// partition holds nulls and is decoded as before. `lines` is flushed to a component;
 /// `lines_in_memory` holds the same rows unflushed, where every filter is evaluated on
 /// decoded values.
 async fn q6_tables(db: &Database) {
@@ -463,7 +465,10 @@ async fn q6_tables(db: &Database) {
         .map(|id| {
             let price = (spread(id) >> 20) as f64 / 100.0;
             let discount = discounts[(spread(id) as u64 % 11) as usize];
-            let qty = (spread(id) >> 7).rem_euclid(50) + 1;
+            let qty = match id >= ROWS - 50 {
+                true => "NULL".to_string(),
+                false => ((spread(id) >> 7).rem_euclid(50) + 1).to_string(),
+            };
             let day = (spread(id) >> 13).rem_euclid(2_000);
             format!(
                 "({id}, {price:?}, {discount}, {qty}, DATE '1992-01-01' + INTERVAL '{day} days')"
@@ -473,7 +478,7 @@ async fn q6_tables(db: &Database) {
     for table in ["lines", "lines_in_memory"] {
         db.sql(&format!(
             "CREATE TABLE {table} (id BIGINT PRIMARY KEY, price DOUBLE NOT NULL, \
-             discount DOUBLE NOT NULL, qty BIGINT NOT NULL, day DATE NOT NULL) \
+             discount DOUBLE, qty BIGINT, day DATE NOT NULL) \
              WITH (partitions = 2)"
         ))
         .await
