@@ -181,7 +181,7 @@ impl DictionaryChunk {
                 .fold(0u64, |word, (entry, key)| {
                     word | (passes(key) as u64) << entry
                 });
-            append_words(entries, out, |entry| (passing >> (entry & 63)) & 1);
+            append_passing(entries, passing, out);
         } else {
             let passing: Vec<bool> = self.entry_keys.iter().map(passes).collect();
             append_words(entries, out, |entry| {
@@ -204,6 +204,53 @@ impl DictionaryChunk {
             values.extend_from_slice(&self.entries[at..at + self.width]);
         }
         fixed_width_array(&self.arrow_type, self.width, &values)
+    }
+}
+
+/// Appends to `out` one bit per entry number of `entries` (each below 64): its bit in
+/// `passing`. With AVX2, eight rows per step: the baseline x86-64 target has no shift by a
+/// varying count, and the plain loop, emulating one, was a fifth of TPC-H Q6.
+fn append_passing(entries: &[u32], passing: u64, out: &mut BooleanBufferBuilder) {
+    let bit = |entry: u32| (passing >> (entry & 63)) & 1;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        let whole = entries.len() / 64 * 64;
+        let mut words = Vec::with_capacity(whole / 8);
+        // SAFETY: the processor has AVX2, checked just above.
+        unsafe { avx2::passing_words(&entries[..whole], passing, &mut words) };
+        out.append_packed_range(0..whole, &words);
+        append_words(&entries[whole..], out, bit);
+        return;
+    }
+    append_words(entries, out, bit);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Appends to `out`, as little-endian words of 64 bits, the bit in `passing` of each
+    /// entry number of `entries` (a whole number of 64, each below 64).
+    #[target_feature(enable = "avx2")]
+    pub(super) fn passing_words(entries: &[u32], passing: u64, out: &mut Vec<u8>) {
+        let low = _mm256_set1_epi32(passing as u32 as i32);
+        let high = _mm256_set1_epi32((passing >> 32) as u32 as i32);
+        let (thirty_one, sixty_three) = (_mm256_set1_epi32(31), _mm256_set1_epi32(63));
+        for block in entries.chunks_exact(64) {
+            let mut word = 0u64;
+            for (eighth, eight) in block.chunks_exact(8).enumerate() {
+                // SAFETY: `eight` holds 8 values of 4 bytes; the load needs no alignment.
+                let entry = unsafe { _mm256_loadu_si256(eight.as_ptr().cast::<__m256i>()) };
+                // Bit `entry` of `passing` shifted to each lane's sign bit. A shift by 32 or
+                // more (a negative count is one) leaves 0, so the low half answers the
+                // entries below 32 and the high half the others.
+                let from_low = _mm256_sllv_epi32(low, _mm256_sub_epi32(thirty_one, entry));
+                let from_high = _mm256_sllv_epi32(high, _mm256_sub_epi32(sixty_three, entry));
+                let signs = _mm256_castsi256_ps(_mm256_or_si256(from_low, from_high));
+                word |= (_mm256_movemask_ps(signs) as u32 as u64) << (eighth * 8);
+            }
+            out.extend_from_slice(&word.to_le_bytes());
+        }
     }
 }
 
@@ -392,6 +439,35 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn entries_of_small_dictionaries_pass_as_their_bits_say() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for entry_count in [1u64, 11, 32, 33, 50, 64] {
+            for passing in [0, u64::MAX, next(), next(), 1 << 31, 1 << 32, 1 << 63] {
+                for rows in [0, 1, 63, 64, 65, 200, 1000] {
+                    let entries: Vec<u32> =
+                        (0..rows).map(|_| (next() % entry_count) as u32).collect();
+                    let mut out = BooleanBufferBuilder::new(0);
+                    out.append(true); // bits already there stay
+                    append_passing(&entries, passing, &mut out);
+                    let got: Vec<bool> = out.finish().iter().collect();
+                    let mut want = vec![true];
+                    want.extend(entries.iter().map(|&e| passing >> e & 1 == 1));
+                    assert_eq!(
+                        got, want,
+                        "{entry_count} entries, {passing:#x}, {rows} rows"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
