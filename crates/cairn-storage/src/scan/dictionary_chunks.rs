@@ -10,6 +10,7 @@
 
 use super::page_gather::{FixedWidthLeaf, fixed_width_array};
 use super::range_bits::{StoredOrder, order_keys};
+use super::text_lengths::packed_value;
 use crate::component::{DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
 use arrow::array::{ArrayRef, BooleanBufferBuilder};
@@ -125,6 +126,12 @@ impl DictionaryChunk {
             let (&bit_width, runs) = body
                 .split_first()
                 .ok_or_else(|| corrupt(where_("a data page holds no entry numbers")))?;
+            // A corrupt page's count must not size the decode: the row group bounds it.
+            if rows.len() + values as usize > group_rows {
+                return Err(corrupt(where_(&format!(
+                    "data pages hold more than the row group's {group_rows} rows"
+                ))));
+            }
             decode_hybrid(runs, bit_width as u32, values as usize, &mut rows)
                 .ok_or_else(|| corrupt(where_("a data page's entry numbers are cut short")))?;
         }
@@ -147,12 +154,8 @@ impl DictionaryChunk {
                 "an entry number past the dictionary's {entry_count}"
             ))));
         }
-        let order = match leaf.arrow_type.is_floating() {
-            true => StoredOrder::Float,
-            false => StoredOrder::Integer,
-        };
         Ok(Some(DictionaryChunk {
-            entry_keys: order_keys(&entries, leaf.width, order),
+            entry_keys: order_keys(&entries, leaf.width, StoredOrder::of(&leaf.arrow_type)),
             entries,
             width: leaf.width,
             arrow_type: leaf.arrow_type.clone(),
@@ -160,8 +163,8 @@ impl DictionaryChunk {
         }))
     }
 
-    /// Appends to `out` one bit per row of `start..end` (row-group offsets): whether its
-    /// entry's order key lies in `[low, high]`.
+    /// Appends to `out` one bit per row of `rows` (row-group offsets): whether its entry's
+    /// order key lies in `[low, high]`.
     pub(super) fn append_in_range(
         &self,
         rows: std::ops::Range<u64>,
@@ -288,7 +291,7 @@ fn decode_hybrid(mut bytes: &[u8], bit_width: u32, count: usize, out: &mut Vec<u
             let packed_bytes = groups.checked_mul(bit_width as usize)?;
             // The last run may be cut at the page's last value.
             let run = &bytes[..packed_bytes.min(bytes.len())];
-            let values = (groups * 8).min(wanted);
+            let values = groups.saturating_mul(8).min(wanted);
             unpack(run, bit_width, values, out)?;
             bytes = &bytes[run.len()..];
         } else {
@@ -385,17 +388,7 @@ fn unpack_groups<const W: usize>(packed: &[u8], out: &mut Vec<u32>) {
 /// Appends the values at `indices` of those of `width` bits (at most 32) packed in `run`,
 /// which holds them all.
 fn unpack_each(run: &[u8], width: usize, indices: std::ops::Range<usize>, out: &mut Vec<u32>) {
-    let mask = (1u64 << width) - 1;
-    for index in indices {
-        let bit = index * width;
-        let (byte, shift) = (bit / 8, bit % 8);
-        // Eight bytes hold any value of up to 32 bits after a shift of up to 7.
-        let word = run[byte..(byte + 8).min(run.len())]
-            .iter()
-            .rev()
-            .fold(0u64, |word, &b| (word << 8) | b as u64);
-        out.push(((word >> shift) & mask) as u32);
-    }
+    out.extend(indices.map(|index| packed_value(run, width, index) as u32));
 }
 
 #[cfg(test)]

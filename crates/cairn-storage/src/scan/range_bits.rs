@@ -19,6 +19,16 @@ pub(super) enum StoredOrder {
     Float,
 }
 
+impl StoredOrder {
+    /// The order of stored values of `arrow_type`.
+    pub(super) fn of(arrow_type: &arrow::datatypes::DataType) -> StoredOrder {
+        match arrow_type.is_floating() {
+            true => StoredOrder::Float,
+            false => StoredOrder::Integer,
+        }
+    }
+}
+
 /// The order keys (see [`StoredOrder`]) of the little-endian `width`-byte (4 or 8) values
 /// `values` holds end to end.
 pub(super) fn order_keys(values: &[u8], width: usize, order: StoredOrder) -> Vec<i64> {

@@ -281,10 +281,7 @@ fn plain_chunk(
     row_group: usize,
     plain: FixedWidthLeaf,
 ) -> Result<Option<PlainChunk>> {
-    let order = match plain.arrow_type.is_floating() {
-        true => StoredOrder::Float,
-        false => StoredOrder::Integer,
-    };
+    let order = StoredOrder::of(&plain.arrow_type);
     let FixedWidthLeaf {
         leaf,
         width,

@@ -429,7 +429,7 @@ fn page_lengths(
             let packed = reader.body.bytes(reader.at, miniblock_values * width / 8)?;
             let take = miniblock_values.min(values - lengths.len());
             for index in 0..take {
-                let delta = min_delta.wrapping_add(unpack(packed, width, index) as i64);
+                let delta = min_delta.wrapping_add(packed_value(packed, width, index) as i64);
                 current = current.wrapping_add(delta);
                 lengths.push(current);
             }
@@ -452,8 +452,9 @@ fn page_lengths(
 /// arithmetic on it.
 const DELTA_BLOCK_VALUES_MAX: usize = 1 << 16;
 
-/// Value `index` of `width`-bit values packed least significant bit first.
-fn unpack(packed: &[u8], width: usize, index: usize) -> u64 {
+/// Value `index` of `width`-bit values (at most 64) packed least significant bit first. Its
+/// first bit must lie in `packed`; bits of its window past the end read as zeros.
+pub(super) fn packed_value(packed: &[u8], width: usize, index: usize) -> u64 {
     if width == 0 {
         return 0;
     }
