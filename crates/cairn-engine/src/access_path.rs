@@ -64,6 +64,10 @@ extensions_options! {
         /// Whether text GROUP BY keys travel from the scan to the aggregate as string views,
         /// cast back to text above it (text_group_views.rs); `false` keeps them text.
         pub text_group_views: bool, default = true
+        /// Whether a partial aggregate of a large input expected to hold few groups numbers
+        /// its groups through a cache of recent keys (few_groups_aggregate.rs); `false`
+        /// leaves it to DataFusion's hash aggregate.
+        pub few_groups_aggregate: bool, default = true
     }
 }
 

@@ -1,0 +1,535 @@
+//! Partial aggregation over few groups: a physical optimizer rule, run after every other, that
+//! replaces a partial aggregate of a large input expected to hold few groups with
+//! [`FewGroupsAggregateExec`], which numbers rows' groups with group_numbers.rs and feeds
+//! DataFusion's own accumulators.
+//!
+//! TPC-H Q1 groups 5.9 M lineitems into four groups. DataFusion's group values hash each
+//! row's two keys and compare them with the slot's, whatever the number of groups: about a
+//! fifth of the query's CPU went to numbering rows (`GroupValuesColumn::intern` and the
+//! hashing under it) when the accumulators themselves took another fifth. With few distinct
+//! keys, a cache of recent keys answers almost every row with one comparison per key column.
+//!
+//! The rule acts where the storage statistics say there are few groups: the product of the
+//! keys' distinct-value estimates is at most [`ESTIMATED_GROUPS_MAX`]. Wrong estimates cost
+//! time, not answers: past [`GROUPS_MAX`] groups the aggregate hands on the partial states it
+//! holds and starts afresh, which a partial aggregate may do, the final one merging them.
+//! Small inputs keep DataFusion's aggregate, which plan_reuse.rs knows how to copy.
+
+use crate::group_numbers::{GroupNumbers, KEY_COLUMNS_MAX, numberable};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+    replace_children_if_necessary,
+};
+use futures::{StreamExt, TryStreamExt};
+use std::fmt;
+use std::sync::Arc;
+
+/// Estimated groups (the product of the keys' distinct-value estimates) up to which a partial
+/// aggregate numbers its groups here.
+pub const ESTIMATED_GROUPS_MAX: usize = 1_024;
+
+/// Estimated input rows from which the rule acts: below, the numbering saves too little to
+/// give up a plan that plan_reuse.rs can copy for a short query's next statement.
+pub const INPUT_ROWS_MIN: usize = 100_000;
+
+/// Groups one aggregate holds before it hands their states on and starts afresh.
+pub const GROUPS_MAX: usize = 65_536;
+
+/// Aggregate functions whose states stay small (a number or two, one value) however many rows
+/// a group has.
+const SMALL_STATE_FUNCTIONS: [&str; 5] = ["sum", "count", "avg", "min", "max"];
+
+#[derive(Debug, Default)]
+pub struct FewGroupsAggregate;
+
+impl PhysicalOptimizerRule for FewGroupsAggregate {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !crate::access_path::CairnOptions::is_on(config, |o| o.few_groups_aggregate) {
+            return Ok(plan);
+        }
+        with_few_groups(plan)
+    }
+
+    fn name(&self) -> &str {
+        "FewGroupsAggregate"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `plan` with each partial aggregate that qualifies numbering its groups here.
+fn with_few_groups(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| with_few_groups(child.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    let plan = match children.is_empty() {
+        true => plan, // a leaf: DataFusion would rebuild it
+        false => replace_children_if_necessary(plan, children)?,
+    };
+    if let Some(aggregate) = plan.downcast_ref::<AggregateExec>()
+        && qualifies(aggregate)?
+    {
+        return Ok(Arc::new(FewGroupsAggregateExec::new(Arc::new(
+            aggregate.clone(),
+        ))));
+    }
+    Ok(plan)
+}
+
+/// Whether `aggregate` is a partial aggregate this may replace: plain grouping by up to
+/// [`KEY_COLUMNS_MAX`] columns of numberable types with few estimated values, over a large
+/// input, into accumulators of small states.
+fn qualifies(aggregate: &AggregateExec) -> Result<bool> {
+    let group_by = aggregate.group_expr();
+    let plain = *aggregate.mode() == AggregateMode::Partial
+        && group_by.is_single()
+        && !group_by.expr().is_empty()
+        && group_by.expr().len() <= KEY_COLUMNS_MAX
+        && aggregate.limit_options().is_none()
+        && aggregate.dynamic_expressions_produced().is_empty()
+        && *aggregate.input_order_mode() == InputOrderMode::Linear;
+    if !plain {
+        return Ok(false);
+    }
+    let small_states = aggregate.aggr_expr().iter().all(|expr| {
+        SMALL_STATE_FUNCTIONS.contains(&expr.fun().name())
+            && !expr.is_distinct()
+            && expr.order_bys().is_empty()
+            && expr.groups_accumulator_supported()
+    });
+    if !small_states {
+        return Ok(false);
+    }
+    let input_schema = aggregate.input().schema();
+    let mut key_columns = Vec::with_capacity(group_by.expr().len());
+    for (expr, _) in group_by.expr() {
+        let Some(column) = expr.downcast_ref::<Column>() else {
+            return Ok(false);
+        };
+        if !numberable(input_schema.field(column.index()).data_type()) {
+            return Ok(false);
+        }
+        key_columns.push(column.index());
+    }
+    let statistics =
+        StatisticsContext::new().compute(aggregate.input().as_ref(), &StatisticsArgs::new())?;
+    Ok(enough_rows(&statistics) && few_groups(&statistics, &key_columns))
+}
+
+fn enough_rows(statistics: &Statistics) -> bool {
+    match statistics.num_rows {
+        Precision::Exact(rows) | Precision::Inexact(rows) => rows >= INPUT_ROWS_MIN,
+        Precision::Absent => false,
+    }
+}
+
+/// Whether the keys at `key_columns` are estimated to hold at most [`ESTIMATED_GROUPS_MAX`]
+/// combinations. A key may also be missing, which counts as one more value.
+fn few_groups(statistics: &Statistics, key_columns: &[usize]) -> bool {
+    let mut groups: usize = 1;
+    for &column in key_columns {
+        let distinct = match statistics.column_statistics.get(column) {
+            Some(column) => match column.distinct_count {
+                Precision::Exact(n) | Precision::Inexact(n) => n,
+                Precision::Absent => return false,
+            },
+            None => return false,
+        };
+        groups = groups.saturating_mul(distinct.saturating_add(1));
+        if groups > ESTIMATED_GROUPS_MAX {
+            return false;
+        }
+    }
+    true
+}
+
+/// A partial aggregate numbering its groups with [`GroupNumbers`]: the groups, aggregates,
+/// filters, input and output of the [`AggregateExec`] it replaces.
+#[derive(Debug)]
+pub struct FewGroupsAggregateExec {
+    aggregate: Arc<AggregateExec>,
+    /// Groups held before their states are handed on: [`GROUPS_MAX`] but in tests.
+    groups_max: usize,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl FewGroupsAggregateExec {
+    fn new(aggregate: Arc<AggregateExec>) -> FewGroupsAggregateExec {
+        Self::holding(aggregate, GROUPS_MAX)
+    }
+
+    fn holding(aggregate: Arc<AggregateExec>, groups_max: usize) -> FewGroupsAggregateExec {
+        assert!(groups_max > 0, "an aggregate must hold a group");
+        FewGroupsAggregateExec {
+            aggregate,
+            groups_max,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for FewGroupsAggregateExec {
+    fn fmt_as(&self, format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        /// The replaced aggregate as it displays itself.
+        struct Replaced<'a>(&'a AggregateExec, DisplayFormatType);
+        impl fmt::Display for Replaced<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                self.0.fmt_as(self.1, f)
+            }
+        }
+        let replaced = Replaced(&self.aggregate, format).to_string();
+        // "mode=Partial, gby=[...], aggr=[...]", past the replaced aggregate's name.
+        let details = replaced.strip_prefix("AggregateExec: ").unwrap_or(&replaced);
+        write!(f, "FewGroupsAggregateExec: {details}")
+    }
+}
+
+impl ExecutionPlan for FewGroupsAggregateExec {
+    fn name(&self) -> &str {
+        "FewGroupsAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.aggregate.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![self.aggregate.input()]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.aggregate.apply_expressions(f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let aggregate = self.aggregate.clone().replace_children(children, options)?;
+        let Some(aggregate) = aggregate.downcast_ref::<AggregateExec>() else {
+            return internal_err!("an aggregate's copy is not an aggregate");
+        };
+        let aggregate = Arc::new(aggregate.clone());
+        Ok(Arc::new(Self::holding(aggregate, self.groups_max)))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        self.replace_children(children, options)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.aggregate.statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        self.aggregate.child_stats_requests(partition)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.aggregate.input().execute(partition, context)?;
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let aggregation = Aggregation::new(&self.aggregate, self.groups_max, baseline)?;
+        let schema = self.aggregate.schema();
+        let handed_on = futures::stream::try_unfold(
+            Some((input, aggregation)),
+            |state| async move {
+                let Some((mut input, mut aggregation)) = state else {
+                    return Ok::<_, DataFusionError>(None);
+                };
+                while let Some(batch) = input.next().await {
+                    let states = aggregation.add(&batch?)?;
+                    if !states.is_empty() {
+                        return Ok(Some((states, Some((input, aggregation)))));
+                    }
+                }
+                let states = aggregation.finish()?;
+                Ok(Some((vec![states], None)))
+            },
+        );
+        let batches = handed_on
+            .map_ok(|states| futures::stream::iter(states.into_iter().map(Ok)))
+            .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+}
+
+/// The running state of one partition's aggregation.
+struct Aggregation {
+    aggregate: Arc<AggregateExec>,
+    numbers: GroupNumbers,
+    groups_max: usize,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// Groups the accumulators hold: those numbered before the batch being added.
+    accumulated_groups: usize,
+    /// The group number of each row of the batch being added.
+    row_groups: Vec<usize>,
+    baseline: BaselineMetrics,
+}
+
+impl Aggregation {
+    fn new(
+        aggregate: &Arc<AggregateExec>,
+        groups_max: usize,
+        baseline: BaselineMetrics,
+    ) -> Result<Aggregation> {
+        let input_schema = aggregate.input().schema();
+        let key_types = aggregate
+            .group_expr()
+            .expr()
+            .iter()
+            .map(|(expr, _)| expr.data_type(&input_schema))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Aggregation {
+            aggregate: aggregate.clone(),
+            numbers: GroupNumbers::new(&key_types, groups_max)?,
+            groups_max,
+            accumulators: new_accumulators(aggregate)?,
+            accumulated_groups: 0,
+            row_groups: Vec::new(),
+            baseline,
+        })
+    }
+
+    /// Adds `batch`'s rows; returns the states of groups held before, where it had to hand
+    /// them on to make room.
+    fn add(&mut self, batch: &RecordBatch) -> Result<Vec<RecordBatch>> {
+        let elapsed_compute = self.baseline.elapsed_compute().clone();
+        let timer = elapsed_compute.timer();
+        let mut handed_on = Vec::new();
+        // A slice of no more rows than groups allowed always fits a fresh numbering.
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let rows = (batch.num_rows() - offset).min(self.groups_max);
+            let slice = batch.slice(offset, rows);
+            let keys = evaluate(self.aggregate.group_expr().expr().iter().map(|(e, _)| e), &slice)?;
+            if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
+                handed_on.push(self.emit()?);
+                if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
+                    return internal_err!("{rows} rows overflow a fresh group numbering");
+                }
+            }
+            self.accumulate(&slice)?;
+            offset += rows;
+        }
+        timer.done();
+        for states in &handed_on {
+            self.baseline.record_output(states.num_rows());
+        }
+        Ok(handed_on)
+    }
+
+    /// Updates the accumulators with the rows of `batch`, numbered in `row_groups`.
+    fn accumulate(&mut self, batch: &RecordBatch) -> Result<()> {
+        let groups = self.numbers.len();
+        let aggregates = self.aggregate.aggr_expr().iter();
+        let filters = self.aggregate.filter_expr().iter();
+        let updates = self.accumulators.iter_mut().zip(aggregates).zip(filters);
+        for ((accumulator, expr), filter) in updates {
+            let arguments = evaluate(expr.expressions().iter(), batch)?;
+            let filter = match filter {
+                Some(filter) => Some(filter.evaluate(batch)?.into_array(batch.num_rows())?),
+                None => None,
+            };
+            let filter = filter.as_ref().map(|f| f.as_boolean());
+            accumulator.update_batch(&arguments, &self.row_groups, filter, groups)?;
+        }
+        self.accumulated_groups = groups;
+        Ok(())
+    }
+
+    /// The states of every group held; the aggregation then holds none.
+    fn finish(&mut self) -> Result<RecordBatch> {
+        let elapsed_compute = self.baseline.elapsed_compute().clone();
+        let timer = elapsed_compute.timer();
+        let states = self.emit()?;
+        timer.done();
+        self.baseline.record_output(states.num_rows());
+        Ok(states)
+    }
+
+    /// The keys and accumulator states of the groups accumulated, forgetting every group
+    /// numbered (also those of a batch that overflowed, which reached no accumulator).
+    fn emit(&mut self) -> Result<RecordBatch> {
+        let schema = self.aggregate.schema();
+        let states = match self.accumulated_groups {
+            // Accumulators that never saw a row have no group's state.
+            0 => RecordBatch::new_empty(schema),
+            groups => {
+                let mut columns: Vec<ArrayRef> = self.numbers.keys(groups)?;
+                for accumulator in &mut self.accumulators {
+                    columns.extend(accumulator.state(EmitTo::All)?);
+                }
+                RecordBatch::try_new(schema, columns)?
+            }
+        };
+        self.accumulators = new_accumulators(&self.aggregate)?;
+        self.numbers.clear();
+        self.accumulated_groups = 0;
+        Ok(states)
+    }
+}
+
+fn new_accumulators(aggregate: &AggregateExec) -> Result<Vec<Box<dyn GroupsAccumulator>>> {
+    aggregate
+        .aggr_expr()
+        .iter()
+        .map(|expr| expr.create_groups_accumulator())
+        .collect()
+}
+
+/// `exprs` evaluated over `batch`, each as an array.
+fn evaluate<'a>(
+    exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>,
+    batch: &RecordBatch,
+) -> Result<Vec<ArrayRef>> {
+    exprs
+        .map(|expr| expr.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, Int64Array, StringViewArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::datasource::MemTable;
+    use datafusion::physical_plan::collect;
+    use datafusion::prelude::{SessionConfig, SessionContext};
+
+    /// 3,000 rows in batches of 100: `k` of 37 values, `flag` of three or missing, `v`
+    /// sometimes missing.
+    fn table() -> Arc<MemTable> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("flag", DataType::Utf8View, true),
+            Field::new("v", DataType::Float64, true),
+        ]));
+        let batches = (0..30)
+            .map(|batch| {
+                let ids = batch * 100..(batch + 1) * 100;
+                let k = Int64Array::from_iter_values(ids.clone().map(|i| i % 37));
+                let flag = StringViewArray::from_iter(ids.clone().map(|i| match i % 4 {
+                    3 => None,
+                    n => Some(["A", "N", "a flag of more than twelve bytes"][n as usize]),
+                }));
+                let v = Float64Array::from_iter(
+                    ids.map(|i| (i % 13 != 0).then_some((i % 101) as f64 + 0.5)),
+                );
+                RecordBatch::try_new(
+                    schema.clone(),
+                    vec![Arc::new(k), Arc::new(flag), Arc::new(v)],
+                )
+                .unwrap()
+            })
+            .collect();
+        Arc::new(MemTable::try_new(schema, vec![batches]).unwrap())
+    }
+
+    /// `plan` with its partial aggregate replaced by one holding at most `groups_max` groups.
+    fn replaced(plan: Arc<dyn ExecutionPlan>, groups_max: usize) -> Arc<dyn ExecutionPlan> {
+        if let Some(aggregate) = plan.downcast_ref::<AggregateExec>()
+            && *aggregate.mode() == AggregateMode::Partial
+        {
+            let aggregate = Arc::new(aggregate.clone());
+            return Arc::new(FewGroupsAggregateExec::holding(aggregate, groups_max));
+        }
+        let children: Vec<_> = plan
+            .children()
+            .into_iter()
+            .map(|child| replaced(child.clone(), groups_max))
+            .collect();
+        if children.is_empty() {
+            return plan;
+        }
+        replace_children_if_necessary(plan, children).unwrap()
+    }
+
+    fn sorted_lines(batches: &[RecordBatch]) -> Vec<String> {
+        let text = arrow::util::pretty::pretty_format_batches(batches)
+            .unwrap()
+            .to_string();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    }
+
+    #[tokio::test]
+    async fn states_handed_on_at_the_limit_merge_to_the_hash_aggregates_answer() {
+        let config = SessionConfig::new()
+            .with_target_partitions(2)
+            .with_batch_size(100);
+        let context = SessionContext::new_with_config(config);
+        context.register_table("t", table()).unwrap();
+        let aggregates = "sum(v), avg(v), count(*), count(v), min(v), max(flag), \
+                          sum(v) FILTER (WHERE k > 20)";
+        let all = format!("SELECT k, flag, {aggregates} FROM t GROUP BY k, flag");
+        let none = format!("SELECT k, flag, {aggregates} FROM t WHERE v > 1000 GROUP BY k, flag");
+        for (query, groups) in [(all, 37 * 4), (none, 0)] {
+            let plan = context
+                .sql(&query)
+                .await
+                .unwrap()
+                .create_physical_plan()
+                .await
+                .unwrap();
+            let expected = collect(plan.clone(), context.task_ctx()).await.unwrap();
+            let rows = expected.iter().map(RecordBatch::num_rows).sum::<usize>();
+            assert_eq!(rows, groups, "{query}");
+            // All groups held at once, or handed on every few rows (a limit below a batch's
+            // groups), or one group at a time.
+            for groups_max in [GROUPS_MAX, 5, 1] {
+                let few_groups = replaced(plan.clone(), groups_max);
+                let shown = datafusion::physical_plan::displayable(few_groups.as_ref())
+                    .indent(false)
+                    .to_string();
+                assert!(shown.contains("FewGroupsAggregateExec: mode=Partial"), "{shown}");
+                let answer = collect(few_groups, context.task_ctx()).await.unwrap();
+                let (answer, expected) = (sorted_lines(&answer), sorted_lines(&expected));
+                assert_eq!(answer, expected, "{query} holding {groups_max}");
+            }
+        }
+    }
+}
