@@ -16,6 +16,7 @@
 //! Small inputs keep DataFusion's aggregate, which plan_reuse.rs knows how to copy.
 
 use crate::group_numbers::{GroupNumbers, KEY_COLUMNS_MAX, numberable};
+use crate::laned_sums::{self, LanedAggregate};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -202,7 +203,9 @@ impl DisplayAs for FewGroupsAggregateExec {
         }
         let replaced = Replaced(&self.aggregate, format).to_string();
         // "mode=Partial, gby=[...], aggr=[...]", past the replaced aggregate's name.
-        let details = replaced.strip_prefix("AggregateExec: ").unwrap_or(&replaced);
+        let details = replaced
+            .strip_prefix("AggregateExec: ")
+            .unwrap_or(&replaced);
         write!(f, "FewGroupsAggregateExec: {details}")
     }
 }
@@ -273,9 +276,8 @@ impl ExecutionPlan for FewGroupsAggregateExec {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let aggregation = Aggregation::new(&self.aggregate, self.groups_max, baseline)?;
         let schema = self.aggregate.schema();
-        let handed_on = futures::stream::try_unfold(
-            Some((input, aggregation)),
-            |state| async move {
+        let handed_on =
+            futures::stream::try_unfold(Some((input, aggregation)), |state| async move {
                 let Some((mut input, mut aggregation)) = state else {
                     return Ok::<_, DataFusionError>(None);
                 };
@@ -287,8 +289,7 @@ impl ExecutionPlan for FewGroupsAggregateExec {
                 }
                 let states = aggregation.finish()?;
                 Ok(Some((vec![states], None)))
-            },
-        );
+            });
         let batches = handed_on
             .map_ok(|states| futures::stream::iter(states.into_iter().map(Ok)))
             .try_flatten();
@@ -301,7 +302,7 @@ struct Aggregation {
     aggregate: Arc<AggregateExec>,
     numbers: GroupNumbers,
     groups_max: usize,
-    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    accumulators: Vec<Accumulator>,
     /// Groups the accumulators hold: those numbered before the batch being added.
     accumulated_groups: usize,
     /// The group number of each row of the batch being added.
@@ -344,7 +345,10 @@ impl Aggregation {
         while offset < batch.num_rows() {
             let rows = (batch.num_rows() - offset).min(self.groups_max);
             let slice = batch.slice(offset, rows);
-            let keys = evaluate(self.aggregate.group_expr().expr().iter().map(|(e, _)| e), &slice)?;
+            let keys = evaluate(
+                self.aggregate.group_expr().expr().iter().map(|(e, _)| e),
+                &slice,
+            )?;
             if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
                 handed_on.push(self.emit()?);
                 if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
@@ -364,17 +368,34 @@ impl Aggregation {
     /// Updates the accumulators with the rows of `batch`, numbered in `row_groups`.
     fn accumulate(&mut self, batch: &RecordBatch) -> Result<()> {
         let groups = self.numbers.len();
+        let laned = self
+            .accumulators
+            .iter()
+            .any(|a| matches!(a, Accumulator::Laned(_)));
+        let group_rows = match laned {
+            true => laned_sums::rows_per_group(&self.row_groups, groups),
+            false => Vec::new(),
+        };
         let aggregates = self.aggregate.aggr_expr().iter();
         let filters = self.aggregate.filter_expr().iter();
         let updates = self.accumulators.iter_mut().zip(aggregates).zip(filters);
         for ((accumulator, expr), filter) in updates {
-            let arguments = evaluate(expr.expressions().iter(), batch)?;
-            let filter = match filter {
-                Some(filter) => Some(filter.evaluate(batch)?.into_array(batch.num_rows())?),
-                None => None,
-            };
-            let filter = filter.as_ref().map(|f| f.as_boolean());
-            accumulator.update_batch(&arguments, &self.row_groups, filter, groups)?;
+            match accumulator {
+                Accumulator::Laned(laned) => {
+                    // Laned only when the aggregate has one argument and no filter.
+                    let argument = expr.expressions()[0].evaluate(batch)?;
+                    laned.update(&argument, &self.row_groups, &group_rows, groups)?;
+                }
+                Accumulator::DataFusion(accumulator) => {
+                    let arguments = evaluate(expr.expressions().iter(), batch)?;
+                    let filter = match filter {
+                        Some(f) => Some(f.evaluate(batch)?.into_array(batch.num_rows())?),
+                        None => None,
+                    };
+                    let filter = filter.as_ref().map(|f| f.as_boolean());
+                    accumulator.update_batch(&arguments, &self.row_groups, filter, groups)?;
+                }
+            }
         }
         self.accumulated_groups = groups;
         Ok(())
@@ -400,7 +421,10 @@ impl Aggregation {
             groups => {
                 let mut columns: Vec<ArrayRef> = self.numbers.keys(groups)?;
                 for accumulator in &mut self.accumulators {
-                    columns.extend(accumulator.state(EmitTo::All)?);
+                    columns.extend(match accumulator {
+                        Accumulator::Laned(laned) => laned.state(groups)?,
+                        Accumulator::DataFusion(accumulator) => accumulator.state(EmitTo::All)?,
+                    });
                 }
                 RecordBatch::try_new(schema, columns)?
             }
@@ -412,11 +436,30 @@ impl Aggregation {
     }
 }
 
-fn new_accumulators(aggregate: &AggregateExec) -> Result<Vec<Box<dyn GroupsAccumulator>>> {
+/// One aggregate's accumulator: laned where laned_sums.rs computes it, DataFusion's own
+/// otherwise.
+enum Accumulator {
+    Laned(LanedAggregate),
+    DataFusion(Box<dyn GroupsAccumulator>),
+}
+
+fn new_accumulators(aggregate: &AggregateExec) -> Result<Vec<Accumulator>> {
+    let input_schema = aggregate.input().schema();
+    let filters = aggregate.filter_expr().iter();
     aggregate
         .aggr_expr()
         .iter()
-        .map(|expr| expr.create_groups_accumulator())
+        .zip(filters)
+        .map(|(expr, filter)| {
+            let laned = match filter {
+                Some(_) => None,
+                None => LanedAggregate::of(expr, &input_schema)?,
+            };
+            Ok(match laned {
+                Some(laned) => Accumulator::Laned(laned),
+                None => Accumulator::DataFusion(expr.create_groups_accumulator()?),
+            })
+        })
         .collect()
 }
 
@@ -525,7 +568,10 @@ mod tests {
                 let shown = datafusion::physical_plan::displayable(few_groups.as_ref())
                     .indent(false)
                     .to_string();
-                assert!(shown.contains("FewGroupsAggregateExec: mode=Partial"), "{shown}");
+                assert!(
+                    shown.contains("FewGroupsAggregateExec: mode=Partial"),
+                    "{shown}"
+                );
                 let answer = collect(few_groups, context.task_ctx()).await.unwrap();
                 let (answer, expected) = (sorted_lines(&answer), sorted_lines(&expected));
                 assert_eq!(answer, expected, "{query} holding {groups_max}");

@@ -109,7 +109,10 @@ impl GroupNumbers {
             group: Recent::EMPTY,
         };
         Ok(GroupNumbers {
-            columns: key_types.iter().map(|t| ColumnCodes::new(t.clone())).collect(),
+            columns: key_types
+                .iter()
+                .map(|t| ColumnCodes::new(t.clone()))
+                .collect(),
             groups: HashMap::new(),
             packed: Vec::new(),
             groups_max: groups_max.min(u32::MAX as usize - 1),
@@ -193,8 +196,11 @@ impl GroupNumbers {
     #[cold]
     fn group_of(&mut self, key: &[u128], arrays: &[ArrayRef], row: usize) -> Result<Option<u32>> {
         let mut packed = 0u64;
-        for (position, (column, (&column_key, array))) in
-            self.columns.iter_mut().zip(key.iter().zip(arrays)).enumerate()
+        for (position, (column, (&column_key, array))) in self
+            .columns
+            .iter_mut()
+            .zip(key.iter().zip(arrays))
+            .enumerate()
         {
             let Some(code) = column.code_of(column_key, array, row)? else {
                 return Ok(None);
@@ -302,9 +308,7 @@ impl ColumnCodes {
             DataType::UInt64 => number_keys::<UInt64Type>(array),
             DataType::Date32 => number_keys::<Date32Type>(array),
             DataType::Date64 => number_keys::<Date64Type>(array),
-            DataType::Timestamp(TimeUnit::Second, _) => {
-                number_keys::<TimestampSecondType>(array)
-            }
+            DataType::Timestamp(TimeUnit::Second, _) => number_keys::<TimestampSecondType>(array),
             DataType::Timestamp(TimeUnit::Millisecond, _) => {
                 number_keys::<TimestampMillisecondType>(array)
             }
@@ -352,8 +356,7 @@ impl ColumnCodes {
             }
             return Ok(self.null);
         }
-        if key & LONG_STRING_TAG != 0 && key as u32 == 0 && self.data_type == DataType::Utf8View
-        {
+        if key & LONG_STRING_TAG != 0 && key as u32 == 0 && self.data_type == DataType::Utf8View {
             return Ok(Some((key >> 64) as u32)); // given by long_code
         }
         if let Some(&code) = self.short.get(&key) {
@@ -393,7 +396,10 @@ where
     T::Native: Into<i128>,
 {
     let numbers = array.as_primitive::<T>();
-    let widened = numbers.values().iter().map(|&n| Into::<i128>::into(n) as u128);
+    let widened = numbers
+        .values()
+        .iter()
+        .map(|&n| Into::<i128>::into(n) as u128);
     match numbers.nulls() {
         None => widened.collect(),
         Some(nulls) => widened
@@ -478,7 +484,10 @@ mod tests {
         let keys = numbers.keys(3).unwrap();
         let texts: ArrayRef = Arc::new(StringViewArray::from(vec![Some(""), None, None]));
         assert_eq!(&keys[0], &texts);
-        assert_eq!(&keys[1], &(Arc::new(Int64Array::from(vec![Some(-1), None, Some(-1)])) as ArrayRef));
+        assert_eq!(
+            &keys[1],
+            &(Arc::new(Int64Array::from(vec![Some(-1), None, Some(-1)])) as ArrayRef)
+        );
     }
 
     #[test]
@@ -490,7 +499,10 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(numbers.number(&[second], &mut out).unwrap(), Err(Overflow));
         let kept = numbers.keys(2).unwrap();
-        assert_eq!(&kept[0], &(Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef));
+        assert_eq!(
+            &kept[0],
+            &(Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef)
+        );
         numbers.clear();
         assert_eq!(numbers.len(), 0);
         let third: ArrayRef = Arc::new(Int64Array::from(vec![10, 9]));

@@ -50,6 +50,7 @@ pub mod join_order;
 pub mod json_file;
 pub mod json_rows;
 pub mod key_delete;
+mod laned_sums;
 pub mod memory_limit;
 mod partition_sharing;
 mod plan_map;

@@ -59,11 +59,18 @@ async fn lines(dir: &std::path::Path) -> Database {
 async fn both_ways(db: &Database, query: &str) -> (Vec<String>, String) {
     let answer = rows(db, query).await;
     let plan = explain(db, query).await;
-    db.sql("SET cairn.few_groups_aggregate = false").await.unwrap();
+    db.sql("SET cairn.few_groups_aggregate = false")
+        .await
+        .unwrap();
     let hashed = rows(db, query).await;
     let hashed_plan = explain(db, query).await;
-    db.sql("SET cairn.few_groups_aggregate = true").await.unwrap();
-    assert!(!hashed_plan.contains("FewGroupsAggregateExec"), "{hashed_plan}");
+    db.sql("SET cairn.few_groups_aggregate = true")
+        .await
+        .unwrap();
+    assert!(
+        !hashed_plan.contains("FewGroupsAggregateExec"),
+        "{hashed_plan}"
+    );
     assert_eq!(answer, hashed, "{query}");
     (answer, plan)
 }
@@ -80,12 +87,22 @@ async fn few_groups_are_numbered_by_key_and_answer_as_hashing_does() {
                    max(qty) AS most, sum(qty) FILTER (WHERE price > 500) AS dear \
                    FROM lines WHERE qty < 45 GROUP BY flag, status ORDER BY flag, status";
     let (answer, plan) = both_ways(&db, summary).await;
-    assert!(plan.contains("FewGroupsAggregateExec: mode=Partial"), "{plan}");
+    assert!(
+        plan.contains("FewGroupsAggregateExec: mode=Partial"),
+        "{plan}"
+    );
     // 3 flags × (F, O, missing).
     assert_eq!(answer.len(), 9, "{answer:?}");
     let counted: usize = answer
         .iter()
-        .map(|line| line.split('|').nth(6).unwrap().trim().parse::<usize>().unwrap())
+        .map(|line| {
+            line.split('|')
+                .nth(6)
+                .unwrap()
+                .trim()
+                .parse::<usize>()
+                .unwrap()
+        })
         .sum();
     assert_eq!(counted, (0..LINES).filter(|id| id % 50 < 45).count());
 
