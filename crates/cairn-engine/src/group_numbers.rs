@@ -448,7 +448,7 @@ mod tests {
         assert_eq!(first, vec![0, 1, 0, 2, 3, 3, 4]);
         // A later batch: known keys keep their numbers, a long string built anew matches.
         let flags: ArrayRef = Arc::new(StringViewArray::from(vec![
-            Some(format!("{long}").as_str()),
+            Some(long.to_string().as_str()),
             Some("A"),
             Some("N"),
         ]));
