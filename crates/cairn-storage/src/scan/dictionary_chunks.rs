@@ -436,18 +436,14 @@ mod tests {
 
     #[test]
     fn entries_of_small_dictionaries_pass_as_their_bits_say() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for entry_count in [1u64, 11, 32, 33, 50, 64] {
-            for passing in [0, u64::MAX, next(), next(), 1 << 31, 1 << 32, 1 << 63] {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for entry_count in [1u32, 11, 32, 33, 50, 64] {
+            let random: [u64; 2] = [rng.random(), rng.random()];
+            for passing in [0, u64::MAX, random[0], random[1], 1 << 31, 1 << 32, 1 << 63] {
                 for rows in [0, 1, 63, 64, 65, 200, 1000] {
                     let entries: Vec<u32> =
-                        (0..rows).map(|_| (next() % entry_count) as u32).collect();
+                        (0..rows).map(|_| rng.random_range(0..entry_count)).collect();
                     let mut out = BooleanBufferBuilder::new(0);
                     out.append(true); // bits already there stay
                     append_passing(&entries, passing, &mut out);
