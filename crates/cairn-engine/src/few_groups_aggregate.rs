@@ -21,7 +21,7 @@ use crate::laned_sums::{self, LanedAggregate};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
@@ -35,7 +35,6 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
-    replace_children_if_necessary,
 };
 use futures::{StreamExt, TryStreamExt};
 use std::fmt;
@@ -68,7 +67,19 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
         if !crate::access_path::CairnOptions::is_on(config, |o| o.few_groups_aggregate) {
             return Ok(plan);
         }
-        with_few_groups(plan)
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if !qualifies(aggregate)? {
+                return Ok(Transformed::no(node));
+            }
+            let replaced = FewGroupsAggregateExec::new(Arc::new(aggregate.clone()));
+            Ok(Transformed::yes(
+                Arc::new(replaced) as Arc<dyn ExecutionPlan>
+            ))
+        })
+        .data()
     }
 
     fn name(&self) -> &str {
@@ -78,27 +89,6 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
     fn schema_check(&self) -> bool {
         true
     }
-}
-
-/// `plan` with each partial aggregate that qualifies numbering its groups here.
-fn with_few_groups(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|child| with_few_groups(child.clone()))
-        .collect::<Result<Vec<_>>>()?;
-    let plan = match children.is_empty() {
-        true => plan, // a leaf: DataFusion would rebuild it
-        false => replace_children_if_necessary(plan, children)?,
-    };
-    if let Some(aggregate) = plan.downcast_ref::<AggregateExec>()
-        && qualifies(aggregate)?
-    {
-        return Ok(Arc::new(FewGroupsAggregateExec::new(Arc::new(
-            aggregate.clone(),
-        ))));
-    }
-    Ok(plan)
 }
 
 /// Whether `aggregate` is a partial aggregate this may replace: plain grouping by up to
@@ -301,6 +291,9 @@ impl ExecutionPlan for FewGroupsAggregateExec {
 /// The running state of one partition's aggregation.
 struct Aggregation {
     aggregate: Arc<AggregateExec>,
+    /// The group keys' expressions, and each aggregate's arguments.
+    key_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
     numbers: GroupNumbers,
     groups_max: usize,
     accumulators: Vec<Accumulator>,
@@ -318,14 +311,24 @@ impl Aggregation {
         baseline: BaselineMetrics,
     ) -> Result<Aggregation> {
         let input_schema = aggregate.input().schema();
-        let key_types = aggregate
+        let key_exprs: Vec<_> = aggregate
             .group_expr()
             .expr()
             .iter()
-            .map(|(expr, _)| expr.data_type(&input_schema))
+            .map(|(e, _)| e.clone())
+            .collect();
+        let key_types = key_exprs
+            .iter()
+            .map(|expr| expr.data_type(&input_schema))
             .collect::<Result<Vec<_>>>()?;
         Ok(Aggregation {
             aggregate: aggregate.clone(),
+            key_exprs,
+            arguments: aggregate
+                .aggr_expr()
+                .iter()
+                .map(|e| e.expressions())
+                .collect(),
             numbers: GroupNumbers::new(&key_types, groups_max)?,
             groups_max,
             accumulators: new_accumulators(aggregate)?,
@@ -346,10 +349,7 @@ impl Aggregation {
         while offset < batch.num_rows() {
             let rows = (batch.num_rows() - offset).min(self.groups_max);
             let slice = batch.slice(offset, rows);
-            let keys = evaluate(
-                self.aggregate.group_expr().expr().iter().map(|(e, _)| e),
-                &slice,
-            )?;
+            let keys = evaluate(&self.key_exprs, &slice)?;
             if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
                 handed_on.push(self.emit()?);
                 if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
@@ -377,18 +377,21 @@ impl Aggregation {
             true => laned_sums::rows_per_group(&self.row_groups, groups),
             false => Vec::new(),
         };
-        let aggregates = self.aggregate.aggr_expr().iter();
         let filters = self.aggregate.filter_expr().iter();
-        let updates = self.accumulators.iter_mut().zip(aggregates).zip(filters);
-        for ((accumulator, expr), filter) in updates {
+        let updates = self
+            .accumulators
+            .iter_mut()
+            .zip(&self.arguments)
+            .zip(filters);
+        for ((accumulator, arguments), filter) in updates {
             match accumulator {
                 Accumulator::Laned(laned) => {
                     // Laned only when the aggregate has one argument and no filter.
-                    let argument = expr.expressions()[0].evaluate(batch)?;
+                    let argument = arguments[0].evaluate(batch)?;
                     laned.update(&argument, &self.row_groups, &group_rows, groups)?;
                 }
                 Accumulator::DataFusion(accumulator) => {
-                    let arguments = evaluate(expr.expressions().iter(), batch)?;
+                    let arguments = evaluate(arguments, batch)?;
                     let filter = match filter {
                         Some(f) => Some(f.evaluate(batch)?.into_array(batch.num_rows())?),
                         None => None,
@@ -414,6 +417,7 @@ impl Aggregation {
 
     /// The keys and accumulator states of the groups accumulated, forgetting every group
     /// numbered (also those of a batch that overflowed, which reached no accumulator).
+    /// Taking every state empties the accumulators, DataFusion's (`EmitTo::All`) and laned.
     fn emit(&mut self) -> Result<RecordBatch> {
         let schema = self.aggregate.schema();
         let states = match self.accumulated_groups {
@@ -430,7 +434,6 @@ impl Aggregation {
                 RecordBatch::try_new(schema, columns)?
             }
         };
-        self.accumulators = new_accumulators(&self.aggregate)?;
         self.numbers.clear();
         self.accumulated_groups = 0;
         Ok(states)
@@ -465,11 +468,9 @@ fn new_accumulators(aggregate: &AggregateExec) -> Result<Vec<Accumulator>> {
 }
 
 /// `exprs` evaluated over `batch`, each as an array.
-fn evaluate<'a>(
-    exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>,
-    batch: &RecordBatch,
-) -> Result<Vec<ArrayRef>> {
+fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     exprs
+        .iter()
         .map(|expr| expr.evaluate(batch)?.into_array(batch.num_rows()))
         .collect()
 }
@@ -514,21 +515,21 @@ mod tests {
 
     /// `plan` with its partial aggregate replaced by one holding at most `groups_max` groups.
     fn replaced(plan: Arc<dyn ExecutionPlan>, groups_max: usize) -> Arc<dyn ExecutionPlan> {
-        if let Some(aggregate) = plan.downcast_ref::<AggregateExec>()
-            && *aggregate.mode() == AggregateMode::Partial
-        {
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if *aggregate.mode() != AggregateMode::Partial {
+                return Ok(Transformed::no(node));
+            }
             let aggregate = Arc::new(aggregate.clone());
-            return Arc::new(FewGroupsAggregateExec::holding(aggregate, groups_max));
-        }
-        let children: Vec<_> = plan
-            .children()
-            .into_iter()
-            .map(|child| replaced(child.clone(), groups_max))
-            .collect();
-        if children.is_empty() {
-            return plan;
-        }
-        replace_children_if_necessary(plan, children).unwrap()
+            let replaced = FewGroupsAggregateExec::holding(aggregate, groups_max);
+            Ok(Transformed::yes(
+                Arc::new(replaced) as Arc<dyn ExecutionPlan>
+            ))
+        })
+        .data()
+        .unwrap()
     }
 
     fn sorted_lines(batches: &[RecordBatch]) -> Vec<String> {

@@ -46,21 +46,7 @@ const LONG_STRING_TAG: u128 = 1 << 101;
 /// Whether rows grouped by a value of this type can be numbered here: integers, dates,
 /// times and string views.
 pub(crate) fn numberable(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Utf8View
-            | DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Date32
-            | DataType::Date64
-            | DataType::Timestamp(_, _)
-    )
+    *data_type == DataType::Utf8View || number_keys_of(data_type).is_some()
 }
 
 /// The group numbers of the keys seen since the last [`GroupNumbers::clear`].
@@ -268,12 +254,10 @@ fn recent_slot<const N: usize>(key: [u128; N]) -> usize {
 #[derive(Debug)]
 struct ColumnCodes {
     data_type: DataType,
-    /// A value's 16-byte key (a number, a short string's view) to its code.
+    /// A value's 16-byte key (a number, a short string's view, [`NULL_KEY`]) to its code.
     short: HashMap<u128, u32>,
     /// A string too long for its view to hold to its code.
     long: HashMap<Box<[u8]>, u32>,
-    /// The code of a missing value, once one was seen.
-    null: Option<u32>,
     /// Each code's value.
     values: Vec<ScalarValue>,
 }
@@ -284,7 +268,6 @@ impl ColumnCodes {
             data_type,
             short: HashMap::new(),
             long: HashMap::new(),
-            null: None,
             values: Vec::new(),
         }
     }
@@ -296,30 +279,13 @@ impl ColumnCodes {
         if array.data_type() != &self.data_type {
             return internal_err!("a key of type {} for {}", array.data_type(), self.data_type);
         }
-        Ok(Some(Cow::Owned(match &self.data_type {
-            DataType::Utf8View => return self.view_keys(array),
-            DataType::Int8 => number_keys::<Int8Type>(array),
-            DataType::Int16 => number_keys::<Int16Type>(array),
-            DataType::Int32 => number_keys::<Int32Type>(array),
-            DataType::Int64 => number_keys::<Int64Type>(array),
-            DataType::UInt8 => number_keys::<UInt8Type>(array),
-            DataType::UInt16 => number_keys::<UInt16Type>(array),
-            DataType::UInt32 => number_keys::<UInt32Type>(array),
-            DataType::UInt64 => number_keys::<UInt64Type>(array),
-            DataType::Date32 => number_keys::<Date32Type>(array),
-            DataType::Date64 => number_keys::<Date64Type>(array),
-            DataType::Timestamp(TimeUnit::Second, _) => number_keys::<TimestampSecondType>(array),
-            DataType::Timestamp(TimeUnit::Millisecond, _) => {
-                number_keys::<TimestampMillisecondType>(array)
-            }
-            DataType::Timestamp(TimeUnit::Microsecond, _) => {
-                number_keys::<TimestampMicrosecondType>(array)
-            }
-            DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-                number_keys::<TimestampNanosecondType>(array)
-            }
-            other => return internal_err!("cannot number group keys of type {other}"),
-        })))
+        if self.data_type == DataType::Utf8View {
+            return self.view_keys(array);
+        }
+        match number_keys_of(&self.data_type) {
+            Some(number_keys) => Ok(Some(Cow::Owned(number_keys(array)))),
+            None => internal_err!("cannot number group keys of type {}", self.data_type),
+        }
     }
 
     fn view_keys<'a>(&mut self, array: &'a ArrayRef) -> Result<Option<Cow<'a, [u128]>>> {
@@ -350,12 +316,6 @@ impl ColumnCodes {
     /// The code of the value at `row` of `array`, whose 16-byte key is `key`; `None` when the
     /// column has all the values it may.
     fn code_of(&mut self, key: u128, array: &ArrayRef, row: usize) -> Result<Option<u32>> {
-        if key == NULL_KEY {
-            if self.null.is_none() {
-                self.null = self.add_value(array, row)?;
-            }
-            return Ok(self.null);
-        }
         if key & LONG_STRING_TAG != 0 && key as u32 == 0 && self.data_type == DataType::Utf8View {
             return Ok(Some((key >> 64) as u32)); // given by long_code
         }
@@ -388,6 +348,28 @@ impl ColumnCodes {
         self.values.push(ScalarValue::try_from_array(array, row)?);
         Ok(Some(self.values.len() as u32 - 1))
     }
+}
+
+/// The function making the 16-byte keys of a column of numbers of type `data_type`; `None`
+/// for a type that is no number numbered here.
+fn number_keys_of(data_type: &DataType) -> Option<fn(&ArrayRef) -> Vec<u128>> {
+    Some(match data_type {
+        DataType::Int8 => number_keys::<Int8Type>,
+        DataType::Int16 => number_keys::<Int16Type>,
+        DataType::Int32 => number_keys::<Int32Type>,
+        DataType::Int64 => number_keys::<Int64Type>,
+        DataType::UInt8 => number_keys::<UInt8Type>,
+        DataType::UInt16 => number_keys::<UInt16Type>,
+        DataType::UInt32 => number_keys::<UInt32Type>,
+        DataType::UInt64 => number_keys::<UInt64Type>,
+        DataType::Date32 => number_keys::<Date32Type>,
+        DataType::Date64 => number_keys::<Date64Type>,
+        DataType::Timestamp(TimeUnit::Second, _) => number_keys::<TimestampSecondType>,
+        DataType::Timestamp(TimeUnit::Millisecond, _) => number_keys::<TimestampMillisecondType>,
+        DataType::Timestamp(TimeUnit::Microsecond, _) => number_keys::<TimestampMicrosecondType>,
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => number_keys::<TimestampNanosecondType>,
+        _ => return None,
+    })
 }
 
 /// The 16-byte keys of a column of numbers: each widened, [`NULL_KEY`] where missing.

@@ -12,7 +12,8 @@
 //! between partitions: sums may differ in their last bits.
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBufferBuilder, Float64Array, Int64Array, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, Float64Array, Int64Array, PrimitiveArray,
+    UInt64Array,
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
@@ -116,29 +117,25 @@ impl LanedAggregate {
         }
         match self.kind {
             Kind::FloatSum | Kind::FloatAverage => {
-                let values = array.as_primitive::<Float64Type>().values();
-                // A missing value's slot may hold anything: it adds zero instead.
-                match &nulls {
-                    None => add_laned(&mut self.float_sums, row_groups, values, |s, v| s + v),
-                    Some(nulls) => {
-                        let present = values.iter().zip(nulls.iter());
-                        let kept: Vec<f64> =
-                            present.map(|(&v, p)| if p { v } else { 0.0 }).collect();
-                        add_laned(&mut self.float_sums, row_groups, &kept, |s, v| s + v)
-                    }
-                }
+                let values = array.as_primitive::<Float64Type>();
+                add_present(
+                    &mut self.float_sums,
+                    row_groups,
+                    values,
+                    nulls.as_ref(),
+                    |s, v| s + v,
+                )
             }
             Kind::IntegerSum => {
-                let values = array.as_primitive::<Int64Type>().values();
+                let values = array.as_primitive::<Int64Type>();
                 let add = |s: i64, v: i64| s.wrapping_add(v);
-                match &nulls {
-                    None => add_laned(&mut self.integer_sums, row_groups, values, add),
-                    Some(nulls) => {
-                        let present = values.iter().zip(nulls.iter());
-                        let kept: Vec<i64> = present.map(|(&v, p)| if p { v } else { 0 }).collect();
-                        add_laned(&mut self.integer_sums, row_groups, &kept, add)
-                    }
-                }
+                add_present(
+                    &mut self.integer_sums,
+                    row_groups,
+                    values,
+                    nulls.as_ref(),
+                    add,
+                )
             }
             Kind::Count => {}
         }
@@ -157,13 +154,7 @@ impl LanedAggregate {
             .map(|lanes| lanes.iter().sum())
             .collect();
         // A group with no value has no sum (nor, for an average, a count).
-        let present = || {
-            let mut valid = BooleanBufferBuilder::new(counts.len());
-            for &count in &counts {
-                valid.append(count > 0);
-            }
-            Some(NullBuffer::new(valid.finish()))
-        };
+        let present = Some(NullBuffer::from_iter(counts.iter().map(|&count| count > 0)));
         Ok(match self.kind {
             Kind::Count => {
                 let counts = counts.iter().map(|&c| c as i64).collect::<Vec<_>>();
@@ -171,7 +162,7 @@ impl LanedAggregate {
             }
             Kind::FloatSum => vec![Arc::new(Float64Array::new(
                 self.take_float_sums(groups).into(),
-                present(),
+                present.clone(),
             ))],
             Kind::IntegerSum => {
                 self.integer_sums.resize(groups, [0; LANES]);
@@ -179,13 +170,13 @@ impl LanedAggregate {
                     .iter()
                     .map(|lanes| lanes.iter().fold(0i64, |s, &v| s.wrapping_add(v)))
                     .collect();
-                vec![Arc::new(Int64Array::new(sums.into(), present()))]
+                vec![Arc::new(Int64Array::new(sums.into(), present.clone()))]
             }
             Kind::FloatAverage => {
                 let sums = self.take_float_sums(groups);
                 vec![
-                    Arc::new(UInt64Array::new(counts.clone().into(), present())),
-                    Arc::new(Float64Array::new(sums.into(), present())),
+                    Arc::new(UInt64Array::new(counts.into(), present.clone())),
+                    Arc::new(Float64Array::new(sums.into(), present.clone())),
                 ]
             }
         })
@@ -226,6 +217,26 @@ fn add_whole(counts: &mut [[u64; LANES]], group_rows: &[u64]) {
 fn count_present(counts: &mut [[u64; LANES]], row_groups: &[usize], present: &NullBuffer) {
     for (row, (&group, valid)) in row_groups.iter().zip(present.iter()).enumerate() {
         counts[group][row % LANES] += u64::from(valid);
+    }
+}
+
+/// Adds the values of `values` present (all, without `nulls`) into the lanes of their rows'
+/// groups. A missing value's slot may hold anything: it adds zero instead.
+fn add_present<T: ArrowPrimitiveType>(
+    totals: &mut [[T::Native; LANES]],
+    row_groups: &[usize],
+    values: &PrimitiveArray<T>,
+    nulls: Option<&NullBuffer>,
+    add: impl Fn(T::Native, T::Native) -> T::Native,
+) {
+    match nulls {
+        None => add_laned(totals, row_groups, values.values(), add),
+        Some(nulls) => {
+            let zero = T::Native::default();
+            let present = values.values().iter().zip(nulls.iter());
+            let kept: Vec<T::Native> = present.map(|(&v, p)| if p { v } else { zero }).collect();
+            add_laned(totals, row_groups, &kept, add)
+        }
     }
 }
 

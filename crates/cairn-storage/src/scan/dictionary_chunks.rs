@@ -442,8 +442,9 @@ mod tests {
             let random: [u64; 2] = [rng.random(), rng.random()];
             for passing in [0, u64::MAX, random[0], random[1], 1 << 31, 1 << 32, 1 << 63] {
                 for rows in [0, 1, 63, 64, 65, 200, 1000] {
-                    let entries: Vec<u32> =
-                        (0..rows).map(|_| rng.random_range(0..entry_count)).collect();
+                    let entries: Vec<u32> = (0..rows)
+                        .map(|_| rng.random_range(0..entry_count))
+                        .collect();
                     let mut out = BooleanBufferBuilder::new(0);
                     out.append(true); // bits already there stay
                     append_passing(&entries, passing, &mut out);
