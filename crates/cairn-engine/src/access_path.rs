@@ -68,6 +68,10 @@ extensions_options! {
         /// its groups through a cache of recent keys (few_groups_aggregate.rs); `false`
         /// leaves it to DataFusion's hash aggregate.
         pub few_groups_aggregate: bool, default = true
+        /// Whether a hash join on one integer key may index its build side with an array
+        /// over a wider key span than the session's where the estimates say it pays
+        /// (wide_array_joins.rs); `false` leaves every join to the session's span.
+        pub wide_array_joins: bool, default = true
     }
 }
 

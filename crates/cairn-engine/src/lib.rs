@@ -72,6 +72,7 @@ pub mod spatial_nearest;
 mod storage_layout;
 pub mod table;
 pub mod text_group_views;
+pub mod wide_array_joins;
 pub mod yield_points;
 
 pub use database::Database;

@@ -98,6 +98,52 @@ pub(crate) fn estimated_distinct(
     })
 }
 
+/// The span (largest less smallest value) expected of integer output column `column` of
+/// `plan`: followed like [`estimated_distinct`]'s down to the bounds the statistics report.
+/// `None` when a bound is unknown or not an integer.
+pub(crate) fn estimated_key_span(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+) -> Result<Option<u64>> {
+    let source = pass_through(plan, column, Reach::Rows).or_else(|| {
+        let join = match plan.downcast_ref::<IndexNestedLoopJoinExec>() {
+            Some(index_join) => index_join.planned_join(),
+            None => plan.downcast_ref::<HashJoinExec>()?,
+        };
+        join_source(join, column)
+    });
+    if let Some((child, child_column)) = source {
+        return estimated_key_span(child, child_column);
+    }
+    let statistics = statistics(plan)?;
+    let Some(bounds) = statistics.column_statistics.get(column) else {
+        return Ok(None);
+    };
+    let (Some(min), Some(max)) = (
+        bounds.min_value.get_value().and_then(integer_value),
+        bounds.max_value.get_value().and_then(integer_value),
+    ) else {
+        return Ok(None);
+    };
+    Ok(u64::try_from(max - min).ok())
+}
+
+/// An integer scalar's value, widened.
+fn integer_value(value: &ScalarValue) -> Option<i128> {
+    use ScalarValue::*;
+    match value {
+        Int8(v) => v.map(i128::from),
+        Int16(v) => v.map(i128::from),
+        Int32(v) => v.map(i128::from),
+        Int64(v) => v.map(i128::from),
+        UInt8(v) => v.map(i128::from),
+        UInt16(v) => v.map(i128::from),
+        UInt32(v) => v.map(i128::from),
+        UInt64(v) => v.map(i128::from),
+        _ => None,
+    }
+}
+
 /// The input and input column that output column `column` of `join` comes from.
 fn join_source(join: &HashJoinExec, column: usize) -> Option<(&Arc<dyn ExecutionPlan>, usize)> {
     let column = match &join.projection {

@@ -1,6 +1,6 @@
 //! Helpers the engine's tests share: a query's EXPLAIN text, its answer as sorted lines so
 //! that the answers of different plans can be compared, its batches with the plan that ran
-//! them and the scans' metrics, and a feed's sender ([`feed_client`]).
+//! them and the scans' metrics, an EXPLAIN ANALYZE metric, and a feed's sender ([`feed_client`]).
 
 // Each test file compiles its own copy and uses only some of the helpers.
 #![allow(dead_code)]
@@ -76,6 +76,22 @@ pub async fn run_plan(db: &Database, query: &str) -> (Vec<RecordBatch>, Arc<dyn 
         .await
         .unwrap();
     (batches, plan)
+}
+
+/// Metric `name` summed over the operators of `query`'s EXPLAIN ANALYZE that report it.
+pub async fn analyzed_metric(db: &Database, query: &str, name: &str) -> usize {
+    let analyzed = rows(db, &format!("EXPLAIN ANALYZE {query}"))
+        .await
+        .join("\n");
+    let prefix = format!("{name}=");
+    analyzed
+        .match_indices(&prefix)
+        .map(|(at, _)| {
+            let digits = &analyzed[at + prefix.len()..];
+            let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap();
+            digits[..end].parse::<usize>().unwrap()
+        })
+        .sum()
 }
 
 /// The sum of metric `name` over the dataset scans in `plan`; every scan must report it.

@@ -1,0 +1,286 @@
+//! Wide array joins: a physical optimizer rule, run after every other, that lets a hash join
+//! index its build side with an array over a key span up to [`KEY_SPAN_MAX`] where the
+//! estimates say the array costs less than hashing, by running the join in
+//! [`WideArrayJoinExec`].
+//!
+//! DataFusion builds an array indexed by key (its perfect hash join, `ArrayMap`, 4 bytes a
+//! slot) instead of a hash table when the build keys span less than
+//! `perfect_hash_join_small_build_threshold` values — 262,144 in Cairn's sessions
+//! (database.rs) — or fill 15 % of their span. Both knobs are per session, and neither looks
+//! at the rows: an array spanning millions of keys is a waste for a build of ten rows probed
+//! a hundred times, and a bargain for TPC-H's order keys. Q21 hashes its 729,000 finished
+//! orders in 20–29 ms and puts them in an array over their 6 M keys in 9–13 ms; Q4 probes
+//! 3.85 M lineitems, sorted by order key within each partition, against 57,000 orders in
+//! 33–48 ms hashed and 9–12 ms in an array, each lookup a read next to the previous one
+//! (bench/results/wide-array-joins/).
+//!
+//! The rule weighs an array's slots against the work hashing would do: a join gets one when
+//! its estimated key span (from the build side's column statistics) is at most
+//! [`SLOTS_PER_BUILD_ROW`] slots for each estimated build row plus [`SLOTS_PER_PROBE_ROW`] for
+//! each estimated probe row, and its arrays together — one per partition when each partition
+//! builds its own — stay within [`KEY_SPAN_MAX`] slots. DataFusion still decides at run time
+//! from the actual keys; this only raises the span it accepts to that bound, for this join
+//! alone, and for a query under a memory limit (`cairn.query_memory_bytes`) to no more than
+//! a quarter of the limit.
+//! `SET cairn.wide_array_joins = false` turns the rule off.
+
+use crate::access_path::CairnOptions;
+use crate::row_estimate::{estimated_key_span, estimated_rows};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Result, Statistics, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::MemoryLimit;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs};
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// The most array slots one join may build, over all its partitions: 64 MiB.
+pub const KEY_SPAN_MAX: u64 = 1 << 24;
+
+/// Array slots worth one build row. In TPC-H at SF 1, hashing a build row took 24–40 ns
+/// (Q3's 147,000 orders in 3.5 ms, Q21's 729,000 in 20–29 ms) and an array slot, its page
+/// faulted in fresh, 1–3 ns.
+pub const SLOTS_PER_BUILD_ROW: f64 = 16.0;
+
+/// Array slots worth one probe row: a lookup in the array instead of hashing the key and
+/// walking a chain saved 3–8 ns a probe row (Q4's semi join of 3.85 M lineitems: 33–48 ms
+/// of join time hashed, 9–12 ms in an array; Q21's semi and anti joins alike).
+pub const SLOTS_PER_PROBE_ROW: f64 = 4.0;
+
+/// Under a memory limit, one build's array takes at most this share of it.
+const MEMORY_LIMIT_SHARE: usize = 4;
+
+/// Bytes of one array slot (`ArrayMap` holds a `u32` row number per key).
+const SLOT_BYTES: usize = 4;
+
+#[derive(Debug, Default)]
+pub struct WideArrayJoins;
+
+impl PhysicalOptimizerRule for WideArrayJoins {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !CairnOptions::is_on(config, |o| o.wide_array_joins) {
+            return Ok(plan);
+        }
+        let session_span_max = config.execution.perfect_hash_join_small_build_threshold as u64;
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            match wide_array_estimate(join, session_span_max)? {
+                Some(estimate) => Ok(Transformed::yes(Arc::new(WideArrayJoinExec {
+                    join: node,
+                    estimate,
+                })
+                    as Arc<dyn ExecutionPlan>)),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "WideArrayJoins"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// What the estimates say of a join whose builds may take an array.
+#[derive(Debug, Clone, Copy)]
+struct WideArrayEstimate {
+    /// The key span up to which each build takes an array: the slots the estimated rows
+    /// are worth, within [`KEY_SPAN_MAX`] over all builds. The join's actual keys are
+    /// weighed against it.
+    span_max: u64,
+    /// The build keys' estimated span, and the estimated build and probe rows.
+    span: u64,
+    build_rows: f64,
+    probe_rows: f64,
+}
+
+/// The estimate that lets `join`'s builds take an array, if it has one integer key column
+/// whose estimated span is wider than the session's `session_span_max` and within what an
+/// array over it is worth.
+fn wide_array_estimate(
+    join: &HashJoinExec,
+    session_span_max: u64,
+) -> Result<Option<WideArrayEstimate>> {
+    let [(build_key, _)] = join.on() else {
+        return Ok(None);
+    };
+    let Some(key) = build_key.downcast_ref::<Column>() else {
+        return Ok(None);
+    };
+    let key_type = join.left().schema().field(key.index()).data_type().clone();
+    if !key_type.is_integer() {
+        return Ok(None);
+    }
+    let Some(span) = estimated_key_span(join.left(), key.index())? else {
+        return Ok(None);
+    };
+    if span < session_span_max {
+        return Ok(None);
+    }
+    let builds = match join.partition_mode() {
+        PartitionMode::Partitioned => join.left().output_partitioning().partition_count() as u64,
+        PartitionMode::CollectLeft | PartitionMode::Auto => 1,
+    };
+    let (Some(build_rows), Some(probe_rows)) =
+        (estimated_rows(join.left())?, estimated_rows(join.right())?)
+    else {
+        return Ok(None);
+    };
+    let slots_worth = SLOTS_PER_BUILD_ROW * build_rows + SLOTS_PER_PROBE_ROW * probe_rows;
+    let span_max = (KEY_SPAN_MAX / builds.max(1)).min(slots_worth as u64);
+    Ok((span <= span_max).then_some(WideArrayEstimate {
+        span_max,
+        span,
+        build_rows,
+        probe_rows,
+    }))
+}
+
+/// A hash join run with DataFusion's array span raised for it alone.
+#[derive(Debug)]
+pub struct WideArrayJoinExec {
+    /// The [`HashJoinExec`] run.
+    join: Arc<dyn ExecutionPlan>,
+    estimate: WideArrayEstimate,
+}
+
+impl WideArrayJoinExec {
+    /// The span one build may put in an array under `context`'s memory pool.
+    fn span_max_within(&self, context: &TaskContext) -> u64 {
+        match context.memory_pool().memory_limit() {
+            MemoryLimit::Finite(bytes) => {
+                let slots = bytes / MEMORY_LIMIT_SHARE / SLOT_BYTES;
+                self.estimate.span_max.min(slots as u64)
+            }
+            MemoryLimit::Infinite | MemoryLimit::Unknown => self.estimate.span_max,
+        }
+    }
+}
+
+impl DisplayAs for WideArrayJoinExec {
+    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let WideArrayEstimate {
+            span_max,
+            span,
+            build_rows,
+            probe_rows,
+        } = self.estimate;
+        write!(
+            f,
+            "WideArrayJoinExec: key_span_max={span_max}, estimated key_span={span}, \
+             build_rows={build_rows:.0}, probe_rows={probe_rows:.0}"
+        )
+    }
+}
+
+impl ExecutionPlan for WideArrayJoinExec {
+    fn name(&self) -> &str {
+        "WideArrayJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.join.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.join]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("a wide array join runs one join, not {}", children.len());
+        }
+        // The properties are the join's own, so a copy keeps them whatever the options say.
+        Ok(Arc::new(WideArrayJoinExec {
+            join: children.swap_remove(0),
+            estimate: self.estimate,
+        }))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        self.replace_children(children, options)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(input_stats[0].clone())
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let span_max = self.span_max_within(&context) as usize;
+        let config = context.session_config();
+        if span_max
+            <= config
+                .options()
+                .execution
+                .perfect_hash_join_small_build_threshold
+        {
+            return self.join.execute(partition, context);
+        }
+        let mut config = config.clone();
+        config
+            .options_mut()
+            .execution
+            .perfect_hash_join_small_build_threshold = span_max;
+        let widened = TaskContext::new(
+            context.task_id(),
+            context.session_id(),
+            config,
+            context.scalar_functions().clone(),
+            context.higher_order_functions().clone(),
+            context.aggregate_functions().clone(),
+            context.window_functions().clone(),
+            context.runtime_env(),
+        );
+        self.join.execute(partition, Arc::new(widened))
+    }
+}

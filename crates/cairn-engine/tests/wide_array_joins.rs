@@ -1,0 +1,118 @@
+//! Wide array joins (wide_array_joins.rs): a hash join on one integer key whose build keys
+//! span more than the session's array bound runs in `WideArrayJoinExec` and looks its probes
+//! up in an array where the estimated rows pay for the span — with the answer of the hashed
+//! join — and keeps the hashed join where few rows are probed or a memory limit leaves no
+//! room for the array.
+
+mod common;
+
+use cairn_engine::Database;
+use cairn_engine::wide_array_joins::{SLOTS_PER_BUILD_ROW, SLOTS_PER_PROBE_ROW};
+use common::{analyzed_metric, explain, insert_and_flush, rows};
+
+/// Build keys 300 apart: 1,000 of them span 299,700, past the session's 262,144.
+const KEY_STEP: i64 = 300;
+const BUILD_ROWS: i64 = 1_000;
+const PROBE_ROWS: i64 = 100_000;
+
+/// `suppliers`: [`BUILD_ROWS`] keys [`KEY_STEP`] apart, in 25 nations; `lines`:
+/// [`PROBE_ROWS`] rows whose `supp` runs over the keys' span (most match no supplier).
+async fn tables() -> (tempfile::TempDir, Database) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.sql("CREATE TABLE suppliers (key BIGINT PRIMARY KEY, nation BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    db.sql("CREATE TABLE lines (id BIGINT PRIMARY KEY, supp BIGINT NOT NULL, qty BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    let suppliers: Vec<String> = (0..BUILD_ROWS)
+        .map(|s| format!("({}, {})", s * KEY_STEP, s % 25))
+        .collect();
+    insert_and_flush(&db, "suppliers", &suppliers).await;
+    let span = BUILD_ROWS * KEY_STEP;
+    let lines: Vec<String> = (0..PROBE_ROWS)
+        .map(|id| format!("({id}, {}, {})", (id * 7_919) % span, id % 50))
+        .collect();
+    insert_and_flush(&db, "lines", &lines).await;
+    db.sql("SET cairn.join_method = 'hash'").await.unwrap();
+    (dir, db)
+}
+
+/// The `array_map_created_count` metrics of `query`'s joins, summed.
+async fn array_maps(db: &Database, query: &str) -> usize {
+    analyzed_metric(db, query, "array_map_created_count").await
+}
+
+/// The count, in `answer`'s third column, of the lines of nation 7's suppliers among the
+/// lines with ids below `ids_below`.
+fn expected_count(ids_below: i64) -> usize {
+    (0..ids_below)
+        .filter(|id| {
+            let supp = (id * 7_919) % (BUILD_ROWS * KEY_STEP);
+            supp % KEY_STEP == 0 && (supp / KEY_STEP) % 25 == 7
+        })
+        .count()
+}
+
+fn count_of(answer: &[String]) -> usize {
+    answer[0].split('|').nth(2).unwrap().trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_probed_by_many_rows_puts_a_wide_key_span_in_an_array() {
+    // The probe rows alone are worth more slots than the keys span.
+    assert!(PROBE_ROWS as f64 * SLOTS_PER_PROBE_ROW > (BUILD_ROWS * KEY_STEP) as f64);
+    let (_dir, db) = tables().await;
+    let query = "SELECT s.nation, count(*) AS n, sum(l.qty) AS qty FROM lines l \
+                 JOIN suppliers s ON l.supp = s.key WHERE s.nation = 7 GROUP BY s.nation";
+    let plan = explain(&db, query).await;
+    assert!(plan.contains("WideArrayJoinExec"), "{plan}");
+    assert_eq!(array_maps(&db, query).await, 1);
+    let answer = rows(&db, query).await;
+    assert!(expected_count(PROBE_ROWS) > 0);
+    assert_eq!(count_of(&answer), expected_count(PROBE_ROWS), "{answer:?}");
+
+    // The rule off: the session's bound, a hashed join, the same answer.
+    db.sql("SET cairn.wide_array_joins = false").await.unwrap();
+    let plan = explain(&db, query).await;
+    assert!(!plan.contains("WideArrayJoinExec"), "{plan}");
+    assert_eq!(array_maps(&db, query).await, 0);
+    assert_eq!(rows(&db, query).await, answer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_probed_by_few_rows_keeps_its_hash_table() {
+    let (_dir, db) = tables().await;
+    // 100 probe rows and at most 1,000 build rows are worth far fewer slots than 299,700.
+    assert!(100.0 * SLOTS_PER_PROBE_ROW + BUILD_ROWS as f64 * SLOTS_PER_BUILD_ROW < 299_700.0);
+    let query = "SELECT s.nation, count(*) AS n, sum(l.qty) AS qty FROM lines l \
+                 JOIN suppliers s ON l.supp = s.key WHERE l.id < 100 AND s.nation = 7 \
+                 GROUP BY s.nation";
+    let plan = explain(&db, query).await;
+    assert!(!plan.contains("WideArrayJoinExec"), "{plan}");
+    assert_eq!(array_maps(&db, query).await, 0);
+    let answer = rows(&db, query).await;
+    let expected = expected_count(100);
+    if expected == 0 {
+        assert!(answer.is_empty(), "{answer:?}");
+    } else {
+        assert_eq!(count_of(&answer), expected, "{answer:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_limit_too_small_for_the_array_keeps_the_hash_table() {
+    let (_dir, db) = tables().await;
+    let query = "SELECT s.nation, count(*) AS n, sum(l.qty) AS qty FROM lines l \
+                 JOIN suppliers s ON l.supp = s.key WHERE s.nation = 7 GROUP BY s.nation";
+    let answer = rows(&db, query).await;
+    // A quarter of 4 MiB holds 262,144 slots: not the 299,701 the keys span.
+    db.sql("SET cairn.query_memory_bytes = 4194304")
+        .await
+        .unwrap();
+    let plan = explain(&db, query).await;
+    assert!(plan.contains("WideArrayJoinExec"), "{plan}");
+    assert_eq!(array_maps(&db, query).await, 0);
+    assert_eq!(rows(&db, query).await, answer);
+}
