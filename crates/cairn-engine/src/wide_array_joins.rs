@@ -14,14 +14,20 @@
 //! 33–48 ms hashed and 9–12 ms in an array, each lookup a read next to the previous one
 //! (bench/results/wide-array-joins/).
 //!
-//! The rule weighs an array's slots against the work hashing would do: a join gets one when
-//! its estimated key span (from the build side's column statistics) is at most
-//! [`SLOTS_PER_BUILD_ROW`] slots for each estimated build row plus [`SLOTS_PER_PROBE_ROW`] for
-//! each estimated probe row, and its arrays together — one per partition when each partition
-//! builds its own — stay within [`KEY_SPAN_MAX`] slots. DataFusion still decides at run time
-//! from the actual keys; this only raises the span it accepts to that bound, for this join
-//! alone, and for a query under a memory limit (`cairn.query_memory_bytes`) to no more than
-//! a quarter of the limit.
+//! The rule weighs an array's slots against the work hashing would do. It wraps a join
+//! whose build keys are estimated (from the build side's column statistics) to span more
+//! than the session's bound, raising either bound or both:
+//! - up to [`SLOTS_PER_PROBE_ROW`] slots for each estimated probe row, whatever the build's
+//!   rows: `perfect_hash_join_small_build_threshold` for this join;
+//! - up to [`SLOTS_PER_BUILD_ROW`] slots for each build row: a minimum key density of its
+//!   inverse, which DataFusion checks against the build's actual rows, where the estimated
+//!   builds' arrays at that density fit [`KEY_SPAN_MAX`].
+//!
+//! By the first bound the arrays of one join — one per partition when each partition builds
+//! its own — stay within [`KEY_SPAN_MAX`] slots; by the second an array takes at most 64
+//! bytes a build row, a few times its hash table's share. Under a memory limit
+//! (`cairn.query_memory_bytes`) a build's array takes at most a quarter of it and the
+//! session's density holds.
 //! `SET cairn.wide_array_joins = false` turns the rule off.
 
 use crate::access_path::CairnOptions;
@@ -100,22 +106,28 @@ impl PhysicalOptimizerRule for WideArrayJoins {
     }
 }
 
-/// What the estimates say of a join whose builds may take an array.
+/// The bounds a join's builds take an array within, and the estimates they come from.
 #[derive(Debug, Clone, Copy)]
 struct WideArrayEstimate {
-    /// The key span up to which each build takes an array: the slots the estimated rows
-    /// are worth, within [`KEY_SPAN_MAX`] over all builds. The join's actual keys are
-    /// weighed against it.
+    /// The key span up to which each build takes an array whatever its rows: the slots the
+    /// estimated probe rows are worth, within [`KEY_SPAN_MAX`] over all builds.
     span_max: u64,
+    /// The share of its span a build's actual keys must fill for an array whatever its span
+    /// (one row is worth [`SLOTS_PER_BUILD_ROW`] slots), where the estimated builds' arrays
+    /// at that density fit [`KEY_SPAN_MAX`]; `None` leaves the session's.
+    min_density: Option<f64>,
     /// The build keys' estimated span, and the estimated build and probe rows.
     span: u64,
     build_rows: f64,
     probe_rows: f64,
 }
 
-/// The estimate that lets `join`'s builds take an array, if it has one integer key column
-/// whose estimated span is wider than the session's `session_span_max` and within what an
-/// array over it is worth.
+/// The bounds that let `join`'s builds take an array, if it has one integer key column whose
+/// estimated span is wider than the session's `session_span_max`, and either the span is
+/// within [`SLOTS_PER_PROBE_ROW`] slots for each estimated probe row or the estimated builds
+/// at [`SLOTS_PER_BUILD_ROW`] slots a row fit [`KEY_SPAN_MAX`]. DataFusion weighs the
+/// build's actual rows and keys against the bounds when it builds; only the probe rows stay
+/// an estimate.
 fn wide_array_estimate(
     join: &HashJoinExec,
     session_span_max: u64,
@@ -145,10 +157,18 @@ fn wide_array_estimate(
     else {
         return Ok(None);
     };
-    let slots_worth = SLOTS_PER_BUILD_ROW * build_rows + SLOTS_PER_PROBE_ROW * probe_rows;
-    let span_max = (KEY_SPAN_MAX / builds.max(1)).min(slots_worth as u64);
-    Ok((span <= span_max).then_some(WideArrayEstimate {
+    let slots_max = KEY_SPAN_MAX / builds.max(1);
+    let span_max = slots_max
+        .min((SLOTS_PER_PROBE_ROW * probe_rows) as u64)
+        .max(session_span_max);
+    let dense_slots = (SLOTS_PER_BUILD_ROW * build_rows / builds.max(1) as f64) as u64;
+    let min_density = (dense_slots <= slots_max).then_some(1.0 / SLOTS_PER_BUILD_ROW);
+    // Where the density applies, DataFusion weighs it against the actual build rows, which
+    // may well fill a span the estimated ones would not.
+    let worth = span <= span_max || min_density.is_some();
+    Ok(worth.then_some(WideArrayEstimate {
         span_max,
+        min_density,
         span,
         build_rows,
         probe_rows,
@@ -164,14 +184,18 @@ pub struct WideArrayJoinExec {
 }
 
 impl WideArrayJoinExec {
-    /// The span one build may put in an array under `context`'s memory pool.
-    fn span_max_within(&self, context: &TaskContext) -> u64 {
+    /// The span up to which, and the density from which, one build puts its keys in an
+    /// array under `context`'s memory pool: under a limit, spans within a share of it and
+    /// the session's density.
+    fn bounds_within(&self, context: &TaskContext) -> (u64, Option<f64>) {
         match context.memory_pool().memory_limit() {
             MemoryLimit::Finite(bytes) => {
                 let slots = bytes / MEMORY_LIMIT_SHARE / SLOT_BYTES;
-                self.estimate.span_max.min(slots as u64)
+                (self.estimate.span_max.min(slots as u64), None)
             }
-            MemoryLimit::Infinite | MemoryLimit::Unknown => self.estimate.span_max,
+            MemoryLimit::Infinite | MemoryLimit::Unknown => {
+                (self.estimate.span_max, self.estimate.min_density)
+            }
         }
     }
 }
@@ -180,14 +204,18 @@ impl DisplayAs for WideArrayJoinExec {
     fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let WideArrayEstimate {
             span_max,
+            min_density,
             span,
             build_rows,
             probe_rows,
         } = self.estimate;
+        write!(f, "WideArrayJoinExec: key_span_max={span_max}")?;
+        if let Some(density) = min_density {
+            write!(f, ", min_key_density={density}")?;
+        }
         write!(
             f,
-            "WideArrayJoinExec: key_span_max={span_max}, estimated key_span={span}, \
-             build_rows={build_rows:.0}, probe_rows={probe_rows:.0}"
+            ", estimated key_span={span}, build_rows={build_rows:.0}, probe_rows={probe_rows:.0}"
         )
     }
 }
@@ -256,21 +284,21 @@ impl ExecutionPlan for WideArrayJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let span_max = self.span_max_within(&context) as usize;
-        let config = context.session_config();
-        if span_max
-            <= config
-                .options()
-                .execution
-                .perfect_hash_join_small_build_threshold
+        let (span_max, min_density) = self.bounds_within(&context);
+        let session = &context.session_config().options().execution;
+        let span_max = (span_max as usize).max(session.perfect_hash_join_small_build_threshold);
+        let min_density = min_density.map_or(session.perfect_hash_join_min_key_density, |d| {
+            d.min(session.perfect_hash_join_min_key_density)
+        });
+        if span_max == session.perfect_hash_join_small_build_threshold
+            && min_density == session.perfect_hash_join_min_key_density
         {
             return self.join.execute(partition, context);
         }
-        let mut config = config.clone();
-        config
-            .options_mut()
-            .execution
-            .perfect_hash_join_small_build_threshold = span_max;
+        let mut config = context.session_config().clone();
+        let execution = &mut config.options_mut().execution;
+        execution.perfect_hash_join_small_build_threshold = span_max;
+        execution.perfect_hash_join_min_key_density = min_density;
         let widened = TaskContext::new(
             context.task_id(),
             context.session_id(),
