@@ -62,7 +62,7 @@ fn count_of(answer: &[String]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_probed_by_many_rows_puts_a_wide_key_span_in_an_array() {
     // The probe rows alone are worth more slots than the keys span.
-    assert!(PROBE_ROWS as f64 * SLOTS_PER_PROBE_ROW > (BUILD_ROWS * KEY_STEP) as f64);
+    const { assert!(PROBE_ROWS as f64 * SLOTS_PER_PROBE_ROW > (BUILD_ROWS * KEY_STEP) as f64) };
     let (_dir, db) = tables().await;
     let query = "SELECT s.nation, count(*) AS n, sum(l.qty) AS qty FROM lines l \
                  JOIN suppliers s ON l.supp = s.key WHERE s.nation = 7 GROUP BY s.nation";
@@ -87,7 +87,7 @@ async fn a_sparse_build_probed_by_few_rows_keeps_its_hash_table() {
     // 100 probe rows and the 40 suppliers built are worth far fewer slots than 299,700: the
     // join keeps the session's span, and DataFusion finds the actual build too sparse for
     // the lowered density.
-    assert!(100.0 * SLOTS_PER_PROBE_ROW + 40.0 * SLOTS_PER_BUILD_ROW < 299_700.0);
+    const { assert!(100.0 * SLOTS_PER_PROBE_ROW + 40.0 * SLOTS_PER_BUILD_ROW < 299_700.0) };
     let query = "SELECT s.nation, count(*) AS n, sum(l.qty) AS qty FROM lines l \
                  JOIN suppliers s ON l.supp = s.key WHERE l.id < 100 AND s.nation = 7 \
                  GROUP BY s.nation";
@@ -128,8 +128,8 @@ async fn a_build_filling_its_span_densely_enough_puts_it_in_an_array_for_few_pro
     // 30,000 parts 10 apart fill a tenth of their span of 299,990: more than one key in
     // SLOTS_PER_BUILD_ROW, though the 60,000 probe rows alone are worth fewer slots. The
     // parts, the smaller side, are the build side.
-    assert!(1.0 / SLOTS_PER_BUILD_ROW < 0.1);
-    assert!(60_000.0 * SLOTS_PER_PROBE_ROW < 299_990.0);
+    const { assert!(1.0 / SLOTS_PER_BUILD_ROW < 0.1) };
+    const { assert!(60_000.0 * SLOTS_PER_PROBE_ROW < 299_990.0) };
     db.sql("CREATE TABLE parts (key BIGINT PRIMARY KEY, size BIGINT NOT NULL)")
         .await
         .unwrap();
