@@ -73,14 +73,7 @@ pub(crate) fn estimated_distinct(
     column: usize,
     rows: Option<f64>,
 ) -> Result<Option<f64>> {
-    let source = pass_through(plan, column, Reach::GroupKeys).or_else(|| {
-        let join = match plan.downcast_ref::<IndexNestedLoopJoinExec>() {
-            Some(index_join) => index_join.planned_join(),
-            None => plan.downcast_ref::<HashJoinExec>()?,
-        };
-        join_source(join, column)
-    });
-    let below = match source {
+    let below = match column_source(plan, column, Reach::GroupKeys) {
         Some((child, child_column)) => {
             estimated_distinct(child, child_column, estimated_rows(child)?)?
         }
@@ -105,14 +98,7 @@ pub(crate) fn estimated_key_span(
     plan: &Arc<dyn ExecutionPlan>,
     column: usize,
 ) -> Result<Option<u64>> {
-    let source = pass_through(plan, column, Reach::Rows).or_else(|| {
-        let join = match plan.downcast_ref::<IndexNestedLoopJoinExec>() {
-            Some(index_join) => index_join.planned_join(),
-            None => plan.downcast_ref::<HashJoinExec>()?,
-        };
-        join_source(join, column)
-    });
-    if let Some((child, child_column)) = source {
+    if let Some((child, child_column)) = column_source(plan, column, Reach::Rows) {
         return estimated_key_span(child, child_column);
     }
     let statistics = statistics(plan)?;
@@ -142,6 +128,22 @@ fn integer_value(value: &ScalarValue) -> Option<i128> {
         UInt64(v) => v.map(i128::from),
         _ => None,
     }
+}
+
+/// The input and input column that output column `column` of `plan` is: through the
+/// operators `reach` passes, and through hash and index joins to the side it comes from.
+fn column_source(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+    reach: Reach,
+) -> Option<(&Arc<dyn ExecutionPlan>, usize)> {
+    pass_through(plan, column, reach).or_else(|| {
+        let join = match plan.downcast_ref::<IndexNestedLoopJoinExec>() {
+            Some(index_join) => index_join.planned_join(),
+            None => plan.downcast_ref::<HashJoinExec>()?,
+        };
+        join_source(join, column)
+    })
 }
 
 /// The input and input column that output column `column` of `join` comes from.
