@@ -91,9 +91,9 @@ pub(crate) fn estimated_distinct(
     })
 }
 
-/// The span (largest less smallest value) expected of integer output column `column` of
+/// The span (largest less smallest value) expected of numeric output column `column` of
 /// `plan`: followed like [`estimated_distinct`]'s down to the bounds the statistics report.
-/// `None` when a bound is unknown or not an integer.
+/// `None` when a bound is unknown.
 pub(crate) fn estimated_key_span(
     plan: &Arc<dyn ExecutionPlan>,
     column: usize,
@@ -105,29 +105,11 @@ pub(crate) fn estimated_key_span(
     let Some(bounds) = statistics.column_statistics.get(column) else {
         return Ok(None);
     };
-    let (Some(min), Some(max)) = (
-        bounds.min_value.get_value().and_then(integer_value),
-        bounds.max_value.get_value().and_then(integer_value),
-    ) else {
+    let (Some(min), Some(max)) = (bounds.min_value.get_value(), bounds.max_value.get_value())
+    else {
         return Ok(None);
     };
-    Ok(u64::try_from(max - min).ok())
-}
-
-/// An integer scalar's value, widened.
-fn integer_value(value: &ScalarValue) -> Option<i128> {
-    use ScalarValue::*;
-    match value {
-        Int8(v) => v.map(i128::from),
-        Int16(v) => v.map(i128::from),
-        Int32(v) => v.map(i128::from),
-        Int64(v) => v.map(i128::from),
-        UInt8(v) => v.map(i128::from),
-        UInt16(v) => v.map(i128::from),
-        UInt32(v) => v.map(i128::from),
-        UInt64(v) => v.map(i128::from),
-        _ => None,
-    }
+    Ok(min.distance_u64(max))
 }
 
 /// The input and input column that output column `column` of `plan` is: through the

@@ -138,8 +138,13 @@ fn wide_array_estimate(
     let Some(key) = build_key.downcast_ref::<Column>() else {
         return Ok(None);
     };
-    let key_type = join.left().schema().field(key.index()).data_type().clone();
-    if !key_type.is_integer() {
+    if !join
+        .left()
+        .schema()
+        .field(key.index())
+        .data_type()
+        .is_integer()
+    {
         return Ok(None);
     }
     let Some(span) = estimated_key_span(join.left(), key.index())? else {
@@ -151,17 +156,18 @@ fn wide_array_estimate(
     let builds = match join.partition_mode() {
         PartitionMode::Partitioned => join.left().output_partitioning().partition_count() as u64,
         PartitionMode::CollectLeft | PartitionMode::Auto => 1,
-    };
+    }
+    .max(1);
     let (Some(build_rows), Some(probe_rows)) =
         (estimated_rows(join.left())?, estimated_rows(join.right())?)
     else {
         return Ok(None);
     };
-    let slots_max = KEY_SPAN_MAX / builds.max(1);
+    let slots_max = KEY_SPAN_MAX / builds;
     let span_max = slots_max
         .min((SLOTS_PER_PROBE_ROW * probe_rows) as u64)
         .max(session_span_max);
-    let dense_slots = (SLOTS_PER_BUILD_ROW * build_rows / builds.max(1) as f64) as u64;
+    let dense_slots = (SLOTS_PER_BUILD_ROW * build_rows / builds as f64) as u64;
     let min_density = (dense_slots <= slots_max).then_some(1.0 / SLOTS_PER_BUILD_ROW);
     // Where the density applies, DataFusion weighs it against the actual build rows, which
     // may well fill a span the estimated ones would not.

@@ -4,40 +4,12 @@
 
 mod common;
 
-use cairn_engine::Database;
-use common::{analyzed_metric, insert_and_flush, rows};
-
-/// `suppliers`: 500 keys every 100th of 0..50,000, in 25 nations; `lines`: 20,000 rows whose
-/// `supp` runs over 0..50,000 (most match no supplier).
-async fn tables() -> (tempfile::TempDir, Database) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), Default::default()).unwrap();
-    db.sql("CREATE TABLE suppliers (key BIGINT PRIMARY KEY, nation BIGINT NOT NULL)")
-        .await
-        .unwrap();
-    db.sql("CREATE TABLE lines (id BIGINT PRIMARY KEY, supp BIGINT NOT NULL, qty BIGINT NOT NULL)")
-        .await
-        .unwrap();
-    let suppliers: Vec<String> = (0..500)
-        .map(|s| format!("({}, {})", s * 100, s % 25))
-        .collect();
-    insert_and_flush(&db, "suppliers", &suppliers).await;
-    let lines: Vec<String> = (0..20_000i64)
-        .map(|id| format!("({id}, {}, {})", (id * 7_919) % 50_000, id % 50))
-        .collect();
-    insert_and_flush(&db, "lines", &lines).await;
-    db.sql("SET cairn.join_method = 'hash'").await.unwrap();
-    (dir, db)
-}
-
-/// The `array_map_created_count` metrics of `query`'s joins, summed.
-async fn array_maps(db: &Database, query: &str) -> usize {
-    analyzed_metric(db, query, "array_map_created_count").await
-}
+use common::{array_maps, rows, suppliers_and_lines};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sparse_build_over_a_small_key_range_is_looked_up_in_an_array() {
-    let (_dir, db) = tables().await;
+    // 500 suppliers every 100th key of 0..50,000; 20,000 lines.
+    let (_dir, db) = suppliers_and_lines(500, 100, 20_000).await;
     // 20 suppliers of one nation, their keys 2,500 apart: 20 keys in a span of 47,501, a
     // density of 0.0004, far below DataFusion's 0.15.
     let query = "SELECT s.nation, count(*) AS n, sum(l.qty) AS qty FROM lines l \

@@ -8,40 +8,16 @@ mod common;
 
 use cairn_engine::Database;
 use cairn_engine::wide_array_joins::{SLOTS_PER_BUILD_ROW, SLOTS_PER_PROBE_ROW};
-use common::{analyzed_metric, explain, insert_and_flush, rows};
+use common::{array_maps, explain, insert_and_flush, rows, suppliers_and_lines};
 
 /// Build keys 300 apart: 1,000 of them span 299,700, past the session's 262,144.
 const KEY_STEP: i64 = 300;
 const BUILD_ROWS: i64 = 1_000;
 const PROBE_ROWS: i64 = 100_000;
 
-/// `suppliers`: [`BUILD_ROWS`] keys [`KEY_STEP`] apart, in 25 nations; `lines`:
-/// [`PROBE_ROWS`] rows whose `supp` runs over the keys' span (most match no supplier).
+/// `suppliers` and `lines` (see [`suppliers_and_lines`]) of these sizes.
 async fn tables() -> (tempfile::TempDir, Database) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), Default::default()).unwrap();
-    db.sql("CREATE TABLE suppliers (key BIGINT PRIMARY KEY, nation BIGINT NOT NULL)")
-        .await
-        .unwrap();
-    db.sql("CREATE TABLE lines (id BIGINT PRIMARY KEY, supp BIGINT NOT NULL, qty BIGINT NOT NULL)")
-        .await
-        .unwrap();
-    let suppliers: Vec<String> = (0..BUILD_ROWS)
-        .map(|s| format!("({}, {})", s * KEY_STEP, s % 25))
-        .collect();
-    insert_and_flush(&db, "suppliers", &suppliers).await;
-    let span = BUILD_ROWS * KEY_STEP;
-    let lines: Vec<String> = (0..PROBE_ROWS)
-        .map(|id| format!("({id}, {}, {})", (id * 7_919) % span, id % 50))
-        .collect();
-    insert_and_flush(&db, "lines", &lines).await;
-    db.sql("SET cairn.join_method = 'hash'").await.unwrap();
-    (dir, db)
-}
-
-/// The `array_map_created_count` metrics of `query`'s joins, summed.
-async fn array_maps(db: &Database, query: &str) -> usize {
-    analyzed_metric(db, query, "array_map_created_count").await
+    suppliers_and_lines(BUILD_ROWS, KEY_STEP, PROBE_ROWS).await
 }
 
 /// The count, in `answer`'s third column, of the lines of nation 7's suppliers among the

@@ -1,6 +1,6 @@
 //! Helpers the engine's tests share: a query's EXPLAIN text, its answer as sorted lines so
 //! that the answers of different plans can be compared, its batches with the plan that ran
-//! them and the scans' metrics, an EXPLAIN ANALYZE metric, and a feed's sender ([`feed_client`]).
+//! them and the scans' metrics, an EXPLAIN ANALYZE metric, tables of suppliers and lines to join, and a feed's sender ([`feed_client`]).
 
 // Each test file compiles its own copy and uses only some of the helpers.
 #![allow(dead_code)]
@@ -92,6 +92,41 @@ pub async fn analyzed_metric(db: &Database, query: &str, name: &str) -> usize {
             digits[..end].parse::<usize>().unwrap()
         })
         .sum()
+}
+
+/// The arrays DataFusion's hash joins built for `query` (their `array_map_created_count`).
+pub async fn array_maps(db: &Database, query: &str) -> usize {
+    analyzed_metric(db, query, "array_map_created_count").await
+}
+
+/// A database of `suppliers` (`key`, `nation`): `supplier_rows` keys `key_step` apart from 0,
+/// in 25 nations; and `lines` (`id`, `supp`, `qty`): `line_rows` rows whose `supp`,
+/// `(id * 7,919) % (supplier_rows * key_step)`, runs over the suppliers' span and mostly
+/// matches none. Joins are forced to hash joins.
+pub async fn suppliers_and_lines(
+    supplier_rows: i64,
+    key_step: i64,
+    line_rows: i64,
+) -> (tempfile::TempDir, Database) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), Default::default()).unwrap();
+    db.sql("CREATE TABLE suppliers (key BIGINT PRIMARY KEY, nation BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    db.sql("CREATE TABLE lines (id BIGINT PRIMARY KEY, supp BIGINT NOT NULL, qty BIGINT NOT NULL)")
+        .await
+        .unwrap();
+    let suppliers: Vec<String> = (0..supplier_rows)
+        .map(|s| format!("({}, {})", s * key_step, s % 25))
+        .collect();
+    insert_and_flush(&db, "suppliers", &suppliers).await;
+    let span = supplier_rows * key_step;
+    let lines: Vec<String> = (0..line_rows)
+        .map(|id| format!("({id}, {}, {})", (id * 7_919) % span, id % 50))
+        .collect();
+    insert_and_flush(&db, "lines", &lines).await;
+    db.sql("SET cairn.join_method = 'hash'").await.unwrap();
+    (dir, db)
 }
 
 /// The sum of metric `name` over the dataset scans in `plan`; every scan must report it.
