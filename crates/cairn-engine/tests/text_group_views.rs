@@ -183,3 +183,68 @@ async fn text_keys_read_any_other_way_stay_text() {
         assert!(!answer.is_empty(), "{query}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_columns_aggregates_compare_with_literals_travel_as_views() {
+    let (_dir, db) = lines().await;
+
+    // TPC-H Q12's shape: a column carried through a join only to be compared with literals
+    // in the aggregates' CASEs, grouped by another key.
+    db.sql("SET cairn.join_method = 'hash'").await.unwrap();
+    let priorities = "SELECT a.flag, \
+                      sum(CASE WHEN b.status = 'F' OR b.status = 'X' THEN 1 ELSE 0 END) AS high, \
+                      sum(CASE WHEN b.status <> 'F' AND b.status <> 'X' THEN 1 ELSE 0 END) AS low \
+                      FROM lines a JOIN lines b ON a.qty = b.id WHERE a.day < 100 \
+                      GROUP BY a.flag ORDER BY a.flag";
+    let (answer, plan) = both_ways(&db, priorities).await;
+    db.sql("SET cairn.join_method = 'auto'").await.unwrap();
+    assert!(plan.contains("string views=[status]"), "{plan}");
+    assert_eq!(answer.len(), 3, "{answer:?}");
+    // Each joined row counts once as high or low, unless its status is missing.
+    let joined = (0..LINES).filter(|id| id % 365 < 100);
+    let (mut high, mut low) = (0, 0);
+    for id in joined {
+        match (id % 50) % 7 {
+            0 => {}
+            n if n % 2 == 0 => high += 1,
+            _ => low += 1,
+        }
+    }
+    assert_eq!(column_sum(&answer, 2), high);
+    assert_eq!(column_sum(&answer, 3), low);
+
+    // LIKE and ordering comparisons, with no GROUP BY: the answer's types are unchanged.
+    let patterns = "SELECT count(CASE WHEN buyer LIKE '%00007%' THEN 1 END) AS like_7, \
+                    sum(CASE WHEN flag >= 'N' THEN qty ELSE 0 END) AS late_flags \
+                    FROM lines";
+    let (answer, plan) = both_ways(&db, patterns).await;
+    assert!(plan.contains("string views=[flag, buyer]"), "{plan}");
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    let like_7 = (0..LINES).filter(|id| id % 1_000 == 7).count();
+    assert_eq!(column_sum(&answer, 1), like_7);
+    let late: usize = (0..LINES).filter(|id| id % 3 != 0).map(|id| id % 50).sum();
+    assert_eq!(column_sum(&answer, 2), late);
+    let (batches, _) = run_plan(&db, patterns).await;
+    assert_eq!(batches[0].schema().field(1).data_type(), &DataType::Int64);
+
+    // Read any other way, the column stays text.
+    let kept_text = [
+        // A function of the column.
+        "SELECT flag, sum(CASE WHEN lower(status) = 'f' THEN 1 ELSE 0 END) AS n \
+         FROM lines GROUP BY flag",
+        // The CASE's operand.
+        "SELECT flag, sum(CASE status WHEN 'F' THEN 1 ELSE 0 END) AS n FROM lines GROUP BY flag",
+        // Compared with another column.
+        "SELECT flag, sum(CASE WHEN status = buyer THEN 1 ELSE 0 END) AS n \
+         FROM lines GROUP BY flag",
+    ];
+    for query in kept_text {
+        let (answer, plan) = both_ways(&db, query).await;
+        assert!(
+            !plan.contains("string views=[flag, status]"),
+            "{query}\n{plan}"
+        );
+        assert!(!plan.contains("string views=[status]"), "{query}\n{plan}");
+        assert_eq!(answer.len(), 3, "{query}");
+    }
+}
