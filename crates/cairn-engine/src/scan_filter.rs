@@ -415,7 +415,7 @@ fn takes_dictionary(expr: &Arc<dyn PhysicalExpr>) -> bool {
 }
 
 /// Whether `op` is `=`, `<>`, `<`, `<=`, `>` or `>=`.
-fn compares_values(op: &Operator) -> bool {
+pub(crate) fn compares_values(op: &Operator) -> bool {
     matches!(
         op,
         Operator::Eq

@@ -27,12 +27,12 @@ use crate::access_path::CairnOptions;
 use crate::co_partitioned_join::StoragePartitionedExec;
 use crate::index_join::moves_rows_only;
 use crate::scan_exec::DatasetScanExec;
+use crate::scan_filter::compares_values;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::{JoinSide, ScalarValue, Statistics};
 use datafusion::error::Result;
-use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr, Column, LikeExpr, Literal};
 use datafusion::physical_expr::utils::collect_columns;
@@ -284,15 +284,7 @@ fn reading_views(expr: &PhysicalExprRef, columns: &BTreeSet<usize>) -> Option<Ph
         }
     };
     if let Some(binary) = expr.downcast_ref::<BinaryExpr>()
-        && matches!(
-            binary.op(),
-            Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq
-        )
+        && compares_values(binary.op())
     {
         let (left, right) = (binary.left(), binary.right());
         if viewed(left) {
