@@ -221,11 +221,15 @@ fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInp
             .iter()
             .all(|argument| reading_views(argument, &alone).is_some())
     };
-    let argument_columns = arguments.iter().flat_map(column_indices);
-    read_otherwise.extend(argument_columns.filter(|&c| !text(c) || !compared_only(c)));
-    let mut columns: BTreeSet<usize> = arguments
-        .iter()
-        .flat_map(column_indices)
+    // Each argument column tested once, however many arguments read it.
+    let argument_columns: BTreeSet<usize> = arguments.iter().flat_map(column_indices).collect();
+    read_otherwise.extend(
+        argument_columns
+            .iter()
+            .filter(|&&c| !text(c) || !compared_only(c)),
+    );
+    let mut columns: BTreeSet<usize> = argument_columns
+        .into_iter()
         .filter(|c| !read_otherwise.contains(c))
         .collect();
     let mut keys = BTreeSet::new();
