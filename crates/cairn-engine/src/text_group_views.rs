@@ -245,12 +245,36 @@ fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInp
     if columns.is_empty() {
         return Ok(None);
     }
+    let key_columns: BTreeSet<usize> = keys
+        .iter()
+        .filter_map(|&position| group_by.expr()[position].0.downcast_ref::<Column>())
+        .map(Column::index)
+        .collect();
+    if let Some(viewed) = viewed_with(aggregate, &keys, &columns)? {
+        return Ok(Some(viewed));
+    }
+    // An argument column the stretch below cannot pass along as views (a join matches on
+    // it, say) must not cost the group keys theirs.
+    if key_columns.is_empty() || key_columns == columns {
+        return Ok(None);
+    }
+    viewed_with(aggregate, &keys, &key_columns)
+}
+
+/// `aggregate`'s input producing the text columns at `columns` as views, with its aggregates
+/// reading them and `keys` the positions of the group keys among them; `None` when the
+/// arguments or the stretch below the aggregate cannot take them all.
+fn viewed_with(
+    aggregate: &AggregateExec,
+    keys: &BTreeSet<usize>,
+    columns: &BTreeSet<usize>,
+) -> Result<Option<ViewedGroupInput>> {
     let mut aggr_expr = Vec::with_capacity(aggregate.aggr_expr().len());
     for aggregate_expr in aggregate.aggr_expr() {
         let expressions = aggregate_expr.all_expressions();
         let mut args = Vec::with_capacity(expressions.args.len());
         for argument in &expressions.args {
-            let Some(viewed) = reading_views(argument, &columns) else {
+            let Some(viewed) = reading_views(argument, columns) else {
                 return Ok(None);
             };
             args.push(viewed);
@@ -262,8 +286,8 @@ fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInp
         aggr_expr.push(Arc::new(viewed));
     }
     Ok(
-        viewed_input(aggregate.input(), &columns)?.map(|input| ViewedGroupInput {
-            keys,
+        viewed_input(aggregate.input(), columns)?.map(|input| ViewedGroupInput {
+            keys: keys.clone(),
             aggr_expr,
             input,
         }),
