@@ -21,7 +21,8 @@
 //! A text column the aggregate's arguments read only in comparisons with text literals (`=`,
 //! `<>`, `<`, `LIKE`...) travels as views too, the literals made views: TPC-H Q12 carries each
 //! order's priority through its join only to test it in two CASEs, and copying 1.5 M
-//! priorities out of their dictionary was an eighth of the query.
+//! priorities out of their dictionary was an eighth of the query. Where such a column cannot
+//! travel as views (a join below matches on it), the group keys still do.
 
 use crate::access_path::CairnOptions;
 use crate::co_partitioned_join::StoragePartitionedExec;
@@ -233,23 +234,20 @@ fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInp
         .filter(|c| !read_otherwise.contains(c))
         .collect();
     let mut keys = BTreeSet::new();
+    let mut key_columns = BTreeSet::new();
     for (position, (expr, _)) in group_by.expr().iter().enumerate() {
         let Some(column) = expr.downcast_ref::<Column>() else {
             continue;
         };
         if text(column.index()) && !read_otherwise.contains(&column.index()) {
             keys.insert(position);
-            columns.insert(column.index());
+            key_columns.insert(column.index());
         }
     }
+    columns.extend(&key_columns);
     if columns.is_empty() {
         return Ok(None);
     }
-    let key_columns: BTreeSet<usize> = keys
-        .iter()
-        .filter_map(|&position| group_by.expr()[position].0.downcast_ref::<Column>())
-        .map(Column::index)
-        .collect();
     if let Some(viewed) = viewed_with(aggregate, &keys, &columns)? {
         return Ok(Some(viewed));
     }
