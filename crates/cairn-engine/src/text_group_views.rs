@@ -313,21 +313,13 @@ fn reading_views(expr: &PhysicalExprRef, columns: &BTreeSet<usize>) -> Option<Ph
         && compares_values(binary.op())
     {
         let (left, right) = (binary.left(), binary.right());
-        if viewed(left) {
-            let literal = view_literal(right)?;
-            return Some(Arc::new(BinaryExpr::new(
-                left.clone(),
-                *binary.op(),
-                literal,
-            )));
-        }
-        if viewed(right) {
-            let literal = view_literal(left)?;
-            return Some(Arc::new(BinaryExpr::new(
-                literal,
-                *binary.op(),
-                right.clone(),
-            )));
+        let sides = match (viewed(left), viewed(right)) {
+            (true, _) => Some((left.clone(), view_literal(right)?)),
+            (_, true) => Some((view_literal(left)?, right.clone())),
+            _ => None,
+        };
+        if let Some((left, right)) = sides {
+            return Some(Arc::new(BinaryExpr::new(left, *binary.op(), right)));
         }
     }
     if let Some(like) = expr.downcast_ref::<LikeExpr>()
