@@ -12,6 +12,7 @@ use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use crate::predicate_cache::SKIP_UNIT_ROWS;
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow::buffer::BooleanBuffer;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use roaring::RoaringTreemap;
 use std::collections::VecDeque;
@@ -56,7 +57,7 @@ impl PartitionScan {
             out.push(match self.evaluate(&batch)? {
                 Some(mask) => {
                     note_matches(&mask, &offsets, matched);
-                    runs += mask.values().set_slices().count();
+                    runs += set_runs(mask.values());
                     let passed = arrow::compute::filter_record_batch(&batch, &mask)?;
                     as_text_or_views(passed, |name| self.is_viewed(name))?
                 }
@@ -727,6 +728,26 @@ fn run_count(offsets: &[u64]) -> usize {
     breaks + usize::from(!offsets.is_empty())
 }
 
+/// How many runs of consecutive set bits `bits` holds, counted 64 bits at a time: a run
+/// starts at each set bit whose predecessor is clear. Iterating the runs themselves
+/// (`set_slices`) took about 5 % of TPC-H Q21, whose scan filter passes 63 % of rows in
+/// short runs.
+fn set_runs(bits: &BooleanBuffer) -> usize {
+    let chunks = bits.inner().bit_chunks(bits.offset(), bits.len());
+    let mut runs = 0;
+    // The last bit of the previous word, as the predecessor of this word's first.
+    let mut carried = 0u64;
+    // Bits past the remainder's length are clear, so they start no run.
+    for word in chunks
+        .iter()
+        .chain(std::iter::once(chunks.remainder_bits()))
+    {
+        runs += (word & !((word << 1) | carried)).count_ones() as usize;
+        carried = word >> 63;
+    }
+    runs
+}
+
 /// The runs of consecutive offsets in `offsets` (ascending), as (first offset, rows).
 fn offset_runs(offsets: &[u64]) -> VecDeque<(u64, u64)> {
     let mut runs: VecDeque<(u64, u64)> = VecDeque::new();
@@ -741,7 +762,7 @@ fn offset_runs(offsets: &[u64]) -> VecDeque<(u64, u64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{offset_runs, run_count};
+    use super::{BooleanBuffer, offset_runs, run_count, set_runs};
 
     #[test]
     fn run_count_is_the_number_of_offset_runs() {
@@ -757,6 +778,35 @@ mod tests {
                 offset_runs(&offsets).len(),
                 "{offsets:?}"
             );
+        }
+    }
+
+    #[test]
+    fn set_runs_counts_the_runs_of_set_bits_across_words_and_slices() {
+        // Deterministic pseudo-random masks of many densities and lengths, with runs
+        // crossing word boundaries, read whole and from odd offsets.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for length in [0usize, 1, 63, 64, 65, 127, 128, 1000, 4099] {
+            for percent in [0u64, 3, 50, 63, 97, 100] {
+                let bits: Vec<bool> = (0..length)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state % 100 < percent
+                    })
+                    .collect();
+                let buffer = BooleanBuffer::from(bits.as_slice());
+                for offset in [0, 1, 5, 63].into_iter().filter(|&o| o <= length) {
+                    let slice = buffer.slice(offset, length - offset);
+                    let expected = slice.set_slices().count();
+                    assert_eq!(
+                        set_runs(&slice),
+                        expected,
+                        "{length} bits, {percent} %, +{offset}"
+                    );
+                }
+            }
         }
     }
 }
