@@ -57,6 +57,11 @@ extensions_options! {
         /// size, and semi joins moved onto the input they test (join_order.rs); `false`
         /// joins in the order the query lists.
         pub join_order: bool, default = true
+        /// Whether a join that equates a grouped input's group keys keeps an equality with
+        /// one of that input's computed columns in its filter rather than its keys, so its
+        /// runtime filter reaches below the aggregate (group_key_joins.rs); `false` keeps
+        /// every equality a key.
+        pub group_key_joins: bool, default = true
         /// Whether a partitioned join of datasets that storage partitions alike on the join
         /// keys reads their storage partitions against each other instead of repartitioning
         /// both sides (co_partitioned_join.rs); `false` repartitions them.

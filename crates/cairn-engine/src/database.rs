@@ -101,6 +101,7 @@ impl Database {
             .with_config(config)
             .with_default_features()
             .with_optimizer_rule(Arc::new(crate::join_order::JoinOrder))
+            .with_optimizer_rule(Arc::new(crate::group_key_joins::GroupKeyJoins))
             .with_physical_optimizer_rule(Arc::new(crate::index_top_k::IndexTopK))
             .with_physical_optimizer_rule(Arc::new(crate::index_join::IndexJoin))
             .with_physical_optimizer_rule(Arc::new(crate::spatial_join::SpatialIndexJoin))

@@ -42,6 +42,7 @@ pub mod execute;
 pub mod feed;
 pub mod few_groups_aggregate;
 pub mod functions;
+pub mod group_key_joins;
 mod group_numbers;
 pub mod index_ddl;
 pub mod index_join;

@@ -720,7 +720,9 @@ impl PartitionScan {
                 out.push(filter_deleted(batch, row, deleted)?);
                 row += read;
             }
-            return Ok(out);
+            // A runtime filter kept on a scan without a filter of its own is one passed down
+            // through a GROUP BY (runtime_filter_reach.rs): each row it drops is not grouped.
+            return self.tested_at_runtime(out);
         }
         let slices = rows.div_ceil(SKIP_UNIT_ROWS);
         let caching = self.filter.as_ref().is_some_and(|f| f.predicate.is_some());
