@@ -43,38 +43,41 @@ impl PhysicalOptimizerRule for RuntimeFilterReach {
     }
 }
 
-/// Where a node sits relative to the hash joins above it.
+/// Where a node sits relative to the hash joins and aggregates above it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Reach {
-    /// `None` below no join; else whether an aggregate lies between the node and the
-    /// nearest join above it.
-    nearest: Option<bool>,
-    /// Whether, further up, a join has an aggregate between it and a join below it: that
-    /// join's filter, passed through the aggregate on group keys, drops groups' rows before
-    /// they are grouped (TPC-H Q2's subquery groups one region's part suppliers under a join
-    /// with supplier, for the parts the join above asks for).
+    /// Whether an aggregate lies between the node and the nearest hash join above it (or
+    /// the plan's root, below no join).
+    grouped: bool,
+    /// Whether a hash join lies anywhere above the node.
+    joined: bool,
+    /// Whether a hash join above has an aggregate between it and a hash join that lies
+    /// between it and the node: the upper join's filter, passed through the aggregate on
+    /// group keys, drops rows before they are grouped (TPC-H Q2's subquery groups a region's
+    /// part suppliers, joined with supplier, for the parts the semi join above asks for).
     farther: bool,
 }
 
 impl Reach {
-    /// Whether a scan here keeps the runtime filters it was given. A scan below a join
-    /// reached through an aggregate keeps them all: its nearest join's filter among them,
-    /// which costs a lookup per row while it drops at least half of them (scan.rs tests a
-    /// runtime filter only while it does).
+    /// Whether a scan here keeps the runtime filters it was given. A scan under a join that
+    /// lies below an aggregate below another join holds both joins' filters and keeps them
+    /// all: the nearer one costs a lookup per row only while it drops at least half of them
+    /// (storage tests a runtime filter only while it does).
     fn keeps_filters(self) -> bool {
-        self.nearest == Some(true) || self.farther
+        self.grouped || self.farther
     }
 
     /// The reach of the children of `plan`, which sits at `self`.
     fn below(self, plan: &Arc<dyn ExecutionPlan>) -> Reach {
         if plan.downcast_ref::<HashJoinExec>().is_some() {
             Reach {
-                nearest: Some(false),
-                farther: self.farther || self.nearest == Some(true),
+                grouped: false,
+                joined: true,
+                farther: self.farther || (self.joined && self.grouped),
             }
         } else if plan.downcast_ref::<AggregateExec>().is_some() {
             Reach {
-                nearest: self.nearest.map(|_| true),
+                grouped: true,
                 ..self
             }
         } else {
