@@ -8,7 +8,7 @@
 mod common;
 
 use cairn_engine::Database;
-use common::{analyzed_metric, explain, insert_and_flush, rows};
+use common::{analyzed_metric, insert_and_flush, logical_joins, rows};
 use std::collections::HashMap;
 
 const PARTS: i64 = 2_000;
@@ -91,17 +91,6 @@ fn cheapest_by_hand() -> Vec<(i64, i64, i64)> {
     }
     expected.sort();
     expected
-}
-
-/// The `Join:` lines of `query`'s logical plan.
-async fn logical_joins(db: &Database, query: &str) -> Vec<String> {
-    explain(db, query)
-        .await
-        .lines()
-        .take_while(|line| !line.contains("physical_plan"))
-        .filter(|line| line.contains(" Join: "))
-        .map(|line| line.trim_matches(|c| c == '|' || c == ' ').to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

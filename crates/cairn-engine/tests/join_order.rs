@@ -7,7 +7,7 @@
 mod common;
 
 use cairn_engine::Database;
-use common::{explain, insert_and_flush, rows};
+use common::{insert_and_flush, logical_joins, rows};
 
 const REGIONS: usize = 5;
 const NATIONS: usize = 25;
@@ -38,16 +38,6 @@ const BIG_ORDERS: &str = "SELECT c_key, o_key, sum(l_qty) AS qty FROM customer, 
 const IDLE_CUSTOMERS: &str = "SELECT count(*) AS n FROM customer, nation, region \
      WHERE c_nation = n_key AND n_region = r_key AND r_name = 'R2' \
      AND NOT EXISTS (SELECT 1 FROM orders WHERE o_cust = c_key)";
-
-/// The lines of `EXPLAIN query`'s logical plan that are joins, top first.
-async fn logical_joins(db: &Database, query: &str) -> Vec<String> {
-    let plan = explain(db, query).await;
-    plan.lines()
-        .take_while(|line| !line.contains("physical_plan"))
-        .filter(|line| line.contains(" Join: "))
-        .map(|line| line.trim_matches(|c| c == '|' || c == ' ').to_string())
-        .collect()
-}
 
 async fn loaded() -> (tempfile::TempDir, Database) {
     let dir = tempfile::tempdir().unwrap();

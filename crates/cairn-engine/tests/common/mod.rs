@@ -20,6 +20,17 @@ pub async fn explain(db: &Database, query: &str) -> String {
     pretty_format_batches(&batches).unwrap().to_string()
 }
 
+/// The lines of `EXPLAIN query`'s logical plan that are joins, top first.
+pub async fn logical_joins(db: &Database, query: &str) -> Vec<String> {
+    explain(db, query)
+        .await
+        .lines()
+        .take_while(|line| !line.contains("physical_plan"))
+        .filter(|line| line.contains(" Join: "))
+        .map(|line| line.trim_matches(|c| c == '|' || c == ' ').to_string())
+        .collect()
+}
+
 /// The query's rows as sorted text lines.
 pub async fn rows(db: &Database, query: &str) -> Vec<String> {
     let batches = db.sql(query).await.unwrap();
