@@ -93,9 +93,12 @@ fn keyed_on_groups(join: Join) -> Result<Transformed<LogicalPlan>> {
             false => kept.push((l.clone(), r.clone())),
         }
     }
-    // A group key stays a key on the side it was found, so `kept` is never empty: the join
-    // remains a hash join.
-    debug_assert!(!kept.is_empty(), "a group key equality stays a join key");
+    // Each side's group keys stay keys, but a pair may hold one side's group key and the
+    // other side's computed column: with every pair demoted the join would lose its keys and
+    // become a nested loop, so it stays as it was.
+    if kept.is_empty() {
+        return Ok(Transformed::no(LogicalPlan::Join(join)));
+    }
     let filter = conjunction(join.filter.clone().into_iter().chain(compared));
     let rewritten = Join::try_new(
         join.left,

@@ -147,3 +147,25 @@ async fn a_join_with_a_grouped_subquery_keys_on_the_group_key_and_filters_its_sc
     got.sort();
     assert_eq!(got, expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_whose_every_equality_would_leave_the_keys_keeps_them() {
+    let (_dir, db) = loaded().await;
+    // Each equality pairs one side's group key with the other side's computed column:
+    // moving both into the filter would leave the join without keys.
+    let crosswise = "SELECT a.ps_part, a.low, b.ps_part AS other FROM \
+         (SELECT ps_part, min(ps_cost) AS low FROM partsupp GROUP BY ps_part) a JOIN \
+         (SELECT ps_part, min(ps_cost) AS low FROM partsupp GROUP BY ps_part) b \
+         ON a.ps_part = b.low AND a.low = b.ps_part";
+    let joins = logical_joins(&db, crosswise).await;
+    assert_eq!(joins.len(), 1, "{joins:#?}");
+    assert!(!joins[0].contains(" Filter: "), "{}", joins[0]);
+    let answer = rows(&db, crosswise).await;
+    db.sql("SET cairn.group_key_joins = false").await.unwrap();
+    assert_eq!(answer, rows(&db, crosswise).await);
+    db.sql("SET cairn.group_key_joins = true").await.unwrap();
+    assert!(
+        !answer.is_empty(),
+        "no part's lowest cost names a part whose lowest cost names it"
+    );
+}
