@@ -78,10 +78,13 @@ fn keyed_on_groups(join: Join) -> Result<Transformed<LogicalPlan>> {
         .iter()
         .map(|(_, r)| origin(&join.right, r))
         .collect();
-    let keyed = |origins: &[ColumnOrigin]| origins.contains(&ColumnOrigin::GroupKey);
+    let (left_keyed, right_keyed) = (
+        left.contains(&ColumnOrigin::GroupKey),
+        right.contains(&ColumnOrigin::GroupKey),
+    );
     let demoted = |index: usize| {
-        (keyed(&left) && left[index] == ColumnOrigin::Computed)
-            || (keyed(&right) && right[index] == ColumnOrigin::Computed)
+        (left_keyed && left[index] == ColumnOrigin::Computed)
+            || (right_keyed && right[index] == ColumnOrigin::Computed)
     };
     if !(0..join.on.len()).any(demoted) {
         return Ok(Transformed::no(LogicalPlan::Join(join)));

@@ -885,7 +885,11 @@ impl Iterator for PartitionScan {
             }
             let unit = self.units.pop_front()?;
             let produced = match unit {
-                Unit::Batch(batch) => self.read_batch(batch),
+                // Memory rows are tested against the runtime filter like a row group read
+                // without a filter of its own.
+                Unit::Batch(batch) => self
+                    .read_batch(batch)
+                    .and_then(|batches| self.tested_at_runtime(batches)),
                 Unit::Disk {
                     component,
                     metadata,
