@@ -174,6 +174,9 @@ pub enum LookupBy {
     PrimaryKey,
     /// A btree index led by the join field: one binary search per key and component.
     Index(String),
+    /// The leading field of a primary key of several fields: each component is sorted by
+    /// key, so one binary search per key and row group finds the span of its rows.
+    LeadingKey,
 }
 
 /// The inner side of an index nested-loop join: the rows whose `field` equals one of
@@ -210,9 +213,19 @@ impl Lookup {
         self.values.len() as f64 * self.rows_per_key.max(1.0)
     }
 
-    /// The estimated cost of looking up `keys` keys, in scanned-row units.
+    /// The estimated cost of looking up `keys` keys, in scanned-row units. A key's rows lie
+    /// together where the lookup is by the key's leading field: they cost the pages of one
+    /// fetched row, then each further row as a scanned one.
     pub fn cost(&self, keys: f64) -> f64 {
-        fetch_cost(keys * self.rows_per_key.max(1.0), self.inner)
+        let rows_per_key = self.rows_per_key.max(1.0);
+        match self.by {
+            LookupBy::LeadingKey => {
+                fetch_cost(keys, self.inner) + keys * (rows_per_key - 1.0) * SCAN_ROW_COST
+            }
+            LookupBy::PrimaryKey | LookupBy::Index(_) => {
+                fetch_cost(keys * rows_per_key, self.inner)
+            }
+        }
     }
 }
 

@@ -22,7 +22,9 @@ use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
 use cairn_storage::scan::{RowFilter, as_text_or_views};
 use cairn_storage::spatial_index::BoundingBox;
-use cairn_storage::{ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanRequest};
+use cairn_storage::{
+    ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanFilter, ScanRequest,
+};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -468,8 +470,9 @@ impl DatasetScanExec {
     }
 
     /// How this scan's dataset could be read by the keys of a join on `field` (a column of
-    /// the scan's output): by the primary key if it is the dataset's only key field, else by
-    /// a btree index led by it. `None` when neither serves, or the scan already reads few
+    /// the scan's output): by the primary key if it is the dataset's only key field, by the
+    /// spans of rows holding each key if it leads a key of several fields, else by a btree
+    /// index led by it. `None` when neither serves, or the scan already reads few
     /// rows some other way (a key lookup, an ordered scan).
     pub fn lookup_for(&self, field: &str) -> Option<Lookup> {
         if !matches!(self.access, Access::Full { .. } | Access::Index(_)) {
@@ -488,17 +491,23 @@ impl DatasetScanExec {
                 filter: self.pushed_filter(),
             });
         }
-        let index = dataset
-            .index_definitions()
-            .into_iter()
-            .find(|d| d.kind == IndexKind::Btree && d.fields[0] == field)?;
         let live_rows = dataset.live_rows() as f64;
         let rows_per_key = match dataset.distinct_estimate(field) {
             Some(distinct) if distinct > 0 => (live_rows / distinct as f64).max(1.0),
             _ => UNANALYZED_ROWS_PER_KEY.min(live_rows.max(1.0)),
         };
+        let by = match key_fields.first() {
+            Some(leading) if leading == field => LookupBy::LeadingKey,
+            _ => {
+                let index = dataset
+                    .index_definitions()
+                    .into_iter()
+                    .find(|d| d.kind == IndexKind::Btree && d.fields[0] == field)?;
+                LookupBy::Index(index.name)
+            }
+        };
         Some(Lookup {
-            by: LookupBy::Index(index.name),
+            by,
             field: field.to_string(),
             values: Vec::new(),
             rows_per_key,
@@ -1156,6 +1165,7 @@ fn fetched_rows(
                 lookup.filter.as_deref(),
             ),
             LookupBy::PrimaryKey => primary_key_lookups(dataset, partition, lookup, projection),
+            LookupBy::LeadingKey => leading_key_lookups(dataset, partition, lookup, projection),
         },
         // A key lives in one partition; full and ordered scans stream their rows rather than
         // fetching them (`partition_stream` reads them).
@@ -1181,6 +1191,26 @@ fn primary_key_lookups(
         .filter(|key| dataset.partition_of(key) as usize == partition)
         .collect();
     dataset.get_batches(keys, projection)
+}
+
+/// The records of partition `partition` whose leading key field holds one of `lookup`'s
+/// values, read as a scan of the spans of rows holding them, testing the lookup's filter.
+fn leading_key_lookups(
+    dataset: &Dataset,
+    partition: usize,
+    lookup: &Lookup,
+    projection: Option<&[usize]>,
+) -> cairn_storage::Result<Vec<RecordBatch>> {
+    let request = ScanRequest {
+        projection: projection.map(<[usize]>::to_vec),
+        filter: lookup.filter.clone().map(|rows| ScanFilter {
+            rows,
+            predicate: None,
+        }),
+        leading_keys: Some(lookup.values.clone()),
+        ..ScanRequest::default()
+    };
+    dataset.scan_partition(partition, &request)?.collect()
 }
 
 /// The dataset's schema narrowed to `projection` (all of it without one).
@@ -1413,6 +1443,7 @@ impl DisplayAs for DatasetScanExec {
                 match &lookup.by {
                     LookupBy::PrimaryKey => write!(f, ", access=primary key lookup")?,
                     LookupBy::Index(index) => write!(f, ", access=index lookup {index}")?,
+                    LookupBy::LeadingKey => write!(f, ", access=leading key lookup")?,
                 }
                 write!(f, " on {}", lookup.field)?;
                 if lookup.values.is_empty() {

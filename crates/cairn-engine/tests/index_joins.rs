@@ -155,6 +155,51 @@ async fn partitioned_joins_that_drop_their_keys_become_index_joins() {
     assert_eq!(answer.len(), 50);
 }
 
+/// A join on the leading field of a primary key of several fields reads, for each outer key,
+/// the span of rows holding it (TPC-H Q2 and Q20 look partsupp up by `ps_partkey`), whether
+/// the table is partitioned by that field or by its whole key, with rows replaced, deleted
+/// and added since the flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_on_a_leading_key_field_look_up_its_spans() {
+    for partitioned_by in ["", "PARTITION BY (o)"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = fixture(dir.path()).await;
+        db.execute_script(&format!(
+            "CREATE TABLE lines (o BIGINT, line BIGINT, qty BIGINT NOT NULL, \
+               PRIMARY KEY (o, line)) WITH (partitions = 3) {partitioned_by}"
+        ))
+        .await
+        .unwrap();
+        let lines: Vec<String> = (0..USERS)
+            .flat_map(|o| (1..=o % 4 + 1).map(move |line| format!("({o}, {line}, {})", o + line)))
+            .collect();
+        insert_and_flush(&db, "lines", &lines).await;
+        db.execute_script(
+            "ANALYZE lines; \
+             INSERT INTO lines VALUES (4000, 1, 1); \
+             UPDATE lines SET qty = qty + 1000 WHERE o % 3 = 0 AND line = 1; \
+             DELETE FROM lines WHERE o % 5 = 0 AND line = 2",
+        )
+        .await
+        .unwrap();
+        let query = "SELECT u.id, l.line, l.qty FROM users u JOIN lines l ON l.o = u.id \
+             WHERE u.since >= 100 AND u.since < 110";
+        let (plan, answer) = joined_through_index(&db, query, "Inner").await;
+        assert!(
+            plan.contains("access=leading key lookup on o for the join's keys"),
+            "{partitioned_by}: {plan}"
+        );
+        let expected: usize = (0..USERS)
+            .filter(|id| (100..110).contains(&((id * 7919) % USERS)))
+            .map(|o| (o % 4 + 1) as usize - usize::from(o % 5 == 0 && o % 4 >= 1))
+            .sum();
+        assert_eq!(answer.len(), expected, "{partitioned_by}");
+        assert!(answer.iter().any(|line| line.contains("| 1")), "{answer:?}");
+        let analyzed = explain(&db, &format!("ANALYZE {query}")).await;
+        assert!(analyzed.contains("lookup_keys=10"), "{analyzed}");
+    }
+}
+
 /// A join on an aggregate's group key reads only the groups of the outer side's keys: the
 /// aggregate's input is looked up by them (TPC-H Q17 and Q20 decorrelate to such joins).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

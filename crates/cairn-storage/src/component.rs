@@ -615,6 +615,32 @@ impl DiskComponent {
         Ok(start as u64..end.max(start) as u64)
     }
 
+    /// The rows of row group `row_group` whose leading key column holds one of `points`
+    /// (ascending, distinct), as ascending disjoint spans, one per point found. A row group
+    /// whose key fences hold none of them is answered without decoding its keys.
+    pub(crate) fn leading_key_point_spans(
+        &self,
+        row_group: usize,
+        points: &[KeyValue],
+    ) -> Result<Vec<std::ops::Range<u64>>> {
+        let Some(fence) = self.fences.get(row_group) else {
+            return Ok(Vec::new());
+        };
+        let (Some(min), Some(max)) = (fence.min_key.0.first(), fence.max_key.0.first()) else {
+            return Ok(Vec::new());
+        };
+        let first = points.partition_point(|point| point < min);
+        let end = points.partition_point(|point| point <= max);
+        let mut spans = Vec::new();
+        for point in &points[first..end.max(first)] {
+            let span = self.leading_key_span(row_group, Some(point), Some(point))?;
+            if !span.is_empty() {
+                spans.push(span);
+            }
+        }
+        Ok(spans)
+    }
+
     /// How many rows have a leading key column in `lower..=upper` (`None` = open), for a
     /// component keyed by that one column: whole row groups inside the range by their key
     /// fences, and only the (at most two) it cuts by the binary search of [`Self::leading_key_span`].

@@ -21,7 +21,7 @@ use arrow::array::RecordBatch;
 use cairn_model::binary::encode_record;
 use cairn_model::json_stream::record_from_json_line;
 use cairn_model::validate::canonicalize_record;
-use cairn_model::{Key, Record};
+use cairn_model::{Key, KeyValue, Record};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -249,6 +249,20 @@ impl Dataset {
         self.shape
             .dataset_type
             .partition_of(key, self.shape.partition_count)
+    }
+
+    /// The partition that owns every record whose leading key field holds `value`, when the
+    /// dataset is partitioned by that field alone; `None` when records with it may lie in
+    /// any partition.
+    pub fn partition_of_leading(&self, value: &KeyValue) -> Option<u32> {
+        let dataset_type = &self.shape.dataset_type;
+        let leading = dataset_type.primary_key.first()?;
+        match dataset_type.partitioning_fields() {
+            [only] if only == leading => {
+                Some(Key(vec![value.clone()]).partition(self.shape.partition_count))
+            }
+            _ => None,
+        }
     }
 
     pub fn allocate_component_id(&self) -> u64 {

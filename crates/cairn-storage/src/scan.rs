@@ -149,6 +149,11 @@ pub struct ScanRequest {
     pub runtime_filter: Option<Arc<dyn RowFilter>>,
     /// What the caller needs of some projected columns, when less than their values.
     pub narrowing: Narrowing,
+    /// When set, only rows whose leading primary-key column holds one of these values are
+    /// read, in any order (the inner side of an index nested-loop join on that column): each
+    /// component is sorted by key, so a row group's rows for one value are one span, found
+    /// by binary search. A value the key cannot hold matches nothing.
+    pub leading_keys: Option<Vec<Value>>,
 }
 
 /// What a read may leave out of its projected columns for a query that needs less than their
@@ -204,6 +209,8 @@ pub struct PartitionScan {
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
     key_bounds: Option<KeyBounds>,
+    /// [`ScanRequest::leading_keys`] as key values, ascending and distinct.
+    key_points: Option<Vec<KeyValue>>,
     /// Units the cache lets this scan skip.
     skippable: RoaringTreemap,
     /// Units this scan read in full without a matching row, told to the cache when it ends.
@@ -304,21 +311,20 @@ impl Dataset {
             .collect()
     }
 
+    /// `value` as a value of the leading key column, if it converts back to an equal value
+    /// of the key's type (a key ordered as integers takes no fraction).
+    fn as_leading_key(&self, value: &Value) -> Option<KeyValue> {
+        let key_type = self.shape.key_types.first()?;
+        KeyValue::from_value(value)
+            .filter(|key| compare_values(&key.to_value(key_type), value) == Some(Ordering::Equal))
+    }
+
     /// The bounds `ranges` put on the leading key column, as key values. `None` if they put
     /// none; a bound of a type the key is not ordered by is left to the filter.
     fn leading_key_bounds(&self, ranges: &[(DataType, ColumnRange)]) -> Option<KeyBounds> {
-        let (&leading, key_type) = self
-            .shape
-            .key_column_indices
-            .first()
-            .zip(self.shape.key_types.first())?;
+        let &leading = self.shape.key_column_indices.first()?;
         let name = &self.shape.dataset_type.record.fields[leading].name;
-        // A bound converts only if it converts back to an equal value of the key's type.
-        let as_key = |bound: &Value| {
-            KeyValue::from_value(bound).filter(|key| {
-                compare_values(&key.to_value(key_type), bound) == Some(Ordering::Equal)
-            })
-        };
+        let as_key = |bound: &Value| self.as_leading_key(bound);
         let mut bounds = KeyBounds::default();
         for (_, range) in ranges.iter().filter(|(_, range)| &range.column == name) {
             if let Some(lower) = range.lower.as_ref().and_then(as_key) {
@@ -332,6 +338,49 @@ impl Dataset {
             }
         }
         (bounds != KeyBounds::default()).then_some(bounds)
+    }
+
+    /// [`ScanRequest::leading_keys`] that partition `partition` may hold, as key values,
+    /// ascending and distinct, those the key cannot hold left out.
+    fn leading_key_points(&self, partition: usize, request: &ScanRequest) -> Option<Vec<KeyValue>> {
+        let values = request.leading_keys.as_ref()?;
+        let mut points: Vec<KeyValue> = values
+            .iter()
+            .filter_map(|value| self.as_leading_key(value))
+            .filter(|point| {
+                self.partition_of_leading(point)
+                    .is_none_or(|owner| owner as usize == partition)
+            })
+            .collect();
+        points.sort_unstable();
+        points.dedup();
+        Some(points)
+    }
+
+    /// The rows of `batch` (of the dataset schema) whose leading key is one of `points`
+    /// (ascending).
+    fn rows_with_leading_keys(
+        &self,
+        batch: RecordBatch,
+        points: &[KeyValue],
+    ) -> Result<RecordBatch> {
+        let (Some(&leading), Some(key_type)) = (
+            self.shape.key_column_indices.first(),
+            self.shape.key_types.first(),
+        ) else {
+            return Ok(batch);
+        };
+        let column = batch.column(leading);
+        let keep: BooleanArray = (0..batch.num_rows())
+            .map(|row| {
+                let key = KeyValue::from_value(&value_at(key_type, column.as_ref(), row));
+                Some(key.is_some_and(|key| points.binary_search(&key).is_ok()))
+            })
+            .collect();
+        if keep.true_count() == batch.num_rows() {
+            return Ok(batch);
+        }
+        Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
     }
 
     /// How many stored rows lie within the bounds `ranges` put on the leading key column, in
@@ -517,16 +566,22 @@ impl Dataset {
         {
             let view = partition.view();
             let (memory, dead, slots) = (&view.memory, &view.dead, view.slots.clone());
+            let key_points = self.leading_key_points(index, request);
+            // Rows in memory are in no key order: a lookup by leading keys tests each.
+            let in_memory = |batch: RecordBatch| match &key_points {
+                Some(points) => self.rows_with_leading_keys(batch, points),
+                None => Ok(batch),
+            };
             let mut units = VecDeque::new();
             let mut pruned = 0;
             for batch in memory.live_batches(&self.shape, dead, None)? {
-                units.push_back(Unit::Batch(batch));
+                units.push_back(Unit::Batch(in_memory(batch)?));
             }
             for (component, deleted) in slots {
                 match component {
                     ComponentRef::Frozen(frozen) => {
-                        let batch = frozen.batch()?.clone();
-                        units.push_back(Unit::Batch(filter_deleted(batch, 0, &deleted)?));
+                        let batch = filter_deleted(frozen.batch()?.clone(), 0, &deleted)?;
+                        units.push_back(Unit::Batch(in_memory(batch)?));
                     }
                     ComponentRef::Disk(disk) => {
                         let metadata = disk.reader_metadata()?;
@@ -566,6 +621,7 @@ impl Dataset {
                 text_view_names,
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
+                key_points,
                 skippable,
                 found_empty: RoaringTreemap::new(),
                 row_groups_pruned: pruned,
@@ -683,7 +739,7 @@ impl PartitionScan {
         rows: u64,
         deleted: &RoaringTreemap,
     ) -> Result<Vec<RecordBatch>> {
-        let span = match &self.key_bounds {
+        let bounded = match &self.key_bounds {
             Some(bounds) => component.leading_key_span(
                 row_group,
                 bounds.lower.as_ref(),
@@ -691,10 +747,21 @@ impl PartitionScan {
             )?,
             None => 0..rows,
         };
-        if span.is_empty() {
+        // The rows read: ascending, disjoint, non-empty spans.
+        let spans: Vec<std::ops::Range<u64>> = match &self.key_points {
+            Some(points) if !bounded.is_empty() => component
+                .leading_key_point_spans(row_group, points)?
+                .into_iter()
+                .map(|span| span.start.max(bounded.start)..span.end.min(bounded.end))
+                .filter(|span| !span.is_empty())
+                .collect(),
+            _ if bounded.is_empty() => Vec::new(),
+            _ => vec![bounded],
+        };
+        if spans.is_empty() {
             return Ok(Vec::new());
         }
-        let narrowed = span != (0..rows);
+        let narrowed = !matches!(spans.as_slice(), [only] if *only == (0..rows));
         if self.filter.is_none() && !narrowed {
             // Every row is read: no units to track. The columns returned as string views are
             // read as dictionaries where stored so, for `with_text_views` to point views into
@@ -737,15 +804,17 @@ impl PartitionScan {
             Some(ids) => ids.iter().map(|id| self.skippable.contains(*id)).collect(),
             None => vec![false; slices as usize],
         };
-        // A unit wholly outside the span is not read whatever the cache says.
+        // A unit wholly outside the spans is not read whatever the cache says.
         let in_span = |slice: u64| {
-            slice * SKIP_UNIT_ROWS < span.end && span.start < (slice + 1) * SKIP_UNIT_ROWS
+            spans.iter().any(|span| {
+                slice * SKIP_UNIT_ROWS < span.end && span.start < (slice + 1) * SKIP_UNIT_ROWS
+            })
         };
         let skipped_count = (0..slices)
             .filter(|&slice| skipped[slice as usize] && in_span(slice))
             .count() as u64;
         self.units_skipped += skipped_count;
-        let runs = clip_runs(read_runs(&skipped, rows), &span);
+        let runs = clip_runs(read_runs(&skipped, rows), &spans);
         if runs.is_empty() {
             return Ok(Vec::new());
         }
@@ -804,8 +873,10 @@ impl PartitionScan {
             // Only a unit read in full is known to hold no match: the key bounds come from
             // the query's ranges, which need not be part of the cached predicate.
             let read_in_full = |slice: u64| {
-                span.start <= slice * SKIP_UNIT_ROWS
-                    && ((slice + 1) * SKIP_UNIT_ROWS).min(rows) <= span.end
+                spans.iter().any(|span| {
+                    span.start <= slice * SKIP_UNIT_ROWS
+                        && ((slice + 1) * SKIP_UNIT_ROWS).min(rows) <= span.end
+                })
             };
             for (slice, id) in ids.into_iter().enumerate() {
                 if !skipped[slice] && !matched[slice] && read_in_full(slice as u64) {
@@ -818,15 +889,27 @@ impl PartitionScan {
     }
 }
 
-/// `runs` (ascending, disjoint) cut down to the rows inside `span`.
-fn clip_runs(runs: VecDeque<(u64, u64)>, span: &std::ops::Range<u64>) -> VecDeque<(u64, u64)> {
-    runs.into_iter()
-        .filter_map(|(start, length)| {
-            let (clipped_start, clipped_end) =
-                (start.max(span.start), (start + length).min(span.end));
-            (clipped_start < clipped_end).then(|| (clipped_start, clipped_end - clipped_start))
-        })
-        .collect()
+/// `runs` (ascending, disjoint) cut down to the rows inside `spans` (ascending, disjoint).
+fn clip_runs(runs: VecDeque<(u64, u64)>, spans: &[std::ops::Range<u64>]) -> VecDeque<(u64, u64)> {
+    let mut clipped = VecDeque::new();
+    let mut spans = spans.iter().peekable();
+    for (start, length) in runs {
+        let end = start + length;
+        // Spans ending before this run end before every later run too.
+        while spans.peek().is_some_and(|span| span.end <= start) {
+            spans.next();
+        }
+        for span in spans.clone() {
+            if span.start >= end {
+                break;
+            }
+            let (clipped_start, clipped_end) = (start.max(span.start), end.min(span.end));
+            if clipped_start < clipped_end {
+                clipped.push_back((clipped_start, clipped_end - clipped_start));
+            }
+        }
+    }
+    clipped
 }
 
 /// The rows of a row group of `rows` rows left once the `skipped` units are left out, as

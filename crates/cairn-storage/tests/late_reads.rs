@@ -148,7 +148,7 @@ fn scan_with_runtime_filter(
             predicate: None,
         }),
         runtime_filter,
-        narrowing: Default::default(),
+        ..Default::default()
     };
     let (mut rows, mut read_late, mut read_eagerly, mut tested_stored) = (Vec::new(), 0, 0, 0);
     let (mut tested_at_runtime, mut dropped_at_runtime) = (0, 0);
