@@ -1,7 +1,8 @@
 //! Index nested-loop joins (ARCHITECTURE §7; BigFUN Q12–Q15 "-IX"): a physical optimizer rule
 //! that replaces a hash join whose one side is small and whose other side is a dataset scan
-//! on a field with an index (or the dataset's one-field primary key), or a GROUP BY over one
-//! joined on that field as a group key, by
+//! on a field with an index (or the dataset's one-field primary key, or the leading field of
+//! a key of several), or a GROUP BY over one joined on that field as a group key, or an
+//! inner join of one with another input, by
 //! [`IndexNestedLoopJoinExec`], which runs the small (outer) side first, looks up the other
 //! (inner) side's rows by the outer side's distinct keys, and joins the two with DataFusion's
 //! own hash join. The inner side is read at the looked-up rows only, instead of in full.
@@ -18,7 +19,7 @@
 //! semi and anti joins on the outer side. `SET cairn.join_method = 'hash' | 'index'` forces a
 //! method, for experiments only.
 
-use crate::access_path::{CairnOptions, JoinOverride, Lookup};
+use crate::access_path::{Access, CairnOptions, JoinOverride, Lookup};
 use crate::row_estimate::{estimated_distinct, estimated_rows};
 use crate::scan_exec::DatasetScanExec;
 use arrow::array::{Array, ArrayRef, RecordBatch};
@@ -176,8 +177,7 @@ fn plan_index_join(
             let Some(column) = inner_key.downcast_ref::<Column>() else {
                 continue;
             };
-            let Some((scan, scan_column)) = scan_under(inner, column.index(), Reach::GroupKeys)
-            else {
+            let Some((scan, scan_column)) = scan_under(inner, column.index(), Reach::Joins) else {
                 continue;
             };
             let field = scan.schema().field(scan_column).name().clone();
@@ -201,7 +201,9 @@ fn plan_index_join(
                 None => outer_rows,
             };
             let lookup_cost = keys.map_or(f64::INFINITY, |keys| lookup.cost(keys));
-            let cost = reading_cost(outer) + lookup_cost;
+            // An inner side joining the scan with another input still reads that input.
+            let others_cost = (reading_cost(inner) - scan_cost).max(0.0);
+            let cost = reading_cost(outer) + others_cost + lookup_cost;
             let chosen = forced == JoinOverride::Index || cost < hash_cost;
             if !chosen
                 || best
@@ -271,6 +273,11 @@ pub(crate) enum Reach {
     /// yields exactly those keys' groups, so an equi-join on a group key may restrict the
     /// aggregate's input (TPC-H Q17's decorrelated subquery).
     GroupKeys,
+    /// Also through inner hash joins that collect their build side, to the input the column
+    /// comes from: an inner join's rows holding some keys are exactly the joins of its
+    /// input's rows holding them (TPC-H Q2's subquery groups part suppliers joined with
+    /// suppliers, for the parts the semi join above asks about).
+    Joins,
 }
 
 /// The dataset scan at the bottom of `plan`, and the scan's column that output column
@@ -281,11 +288,48 @@ pub(crate) fn scan_under(
     column: usize,
     reach: Reach,
 ) -> Option<(&DatasetScanExec, usize)> {
+    scan_path(plan, column, reach).map(|(scan, column, _)| (scan, column))
+}
+
+/// [`scan_under`], with the positions of the children leading from `plan` down to the scan.
+fn scan_path(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+    reach: Reach,
+) -> Option<(&DatasetScanExec, usize, Vec<usize>)> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
-        return Some((scan, column));
+        return Some((scan, column, Vec::new()));
     }
-    let (child, column) = pass_through(plan, column, reach)?;
-    scan_under(child, column, reach)
+    let (position, child, column) = match pass_through(plan, column, reach) {
+        Some((child, column)) => (0, child, column),
+        None if reach == Reach::Joins => join_input(plan, column)?,
+        None => return None,
+    };
+    let (scan, column, mut path) = scan_path(child, column, reach)?;
+    path.insert(0, position);
+    Some((scan, column, path))
+}
+
+/// The position of the input of `plan`, an inner hash join collecting its build side, that
+/// output column `column` comes from, the input, and its column there.
+fn join_input(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+) -> Option<(usize, &Arc<dyn ExecutionPlan>, usize)> {
+    let join = plan.downcast_ref::<HashJoinExec>()?;
+    if *join.join_type() != JoinType::Inner || *join.partition_mode() != PartitionMode::CollectLeft
+    {
+        return None;
+    }
+    let column = match &join.projection {
+        Some(projection) => *projection.get(column)?,
+        None => column,
+    };
+    let left_width = join.left().schema().fields().len();
+    match column.checked_sub(left_width) {
+        None => Some((0, join.left(), column)),
+        Some(right_column) => Some((1, join.right(), right_column)),
+    }
 }
 
 /// The only child of an operator `reach` passes, and the child column that its output
@@ -313,7 +357,7 @@ pub(crate) fn pass_through(
         // An aggregate outputs its group keys first. Grouping sets, and aggregates that
         // rely on their input's order, which lookups do not keep, are not passed.
         let groups = aggregate.group_expr();
-        let passes = reach == Reach::GroupKeys
+        let passes = reach != Reach::Rows
             && groups.is_single()
             && *aggregate.input_order_mode() == InputOrderMode::Linear
             && aggregate.limit_options().is_none();
@@ -339,30 +383,81 @@ pub(crate) fn with_scan(
     inner: &Arc<dyn ExecutionPlan>,
     scan: Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    replace_scan(inner, scan, false)
+    let mut path = Vec::new();
+    let mut node = inner;
+    while !node.is::<DatasetScanExec>() {
+        let [child] = node.children()[..] else {
+            return internal_err!("{} is not a row-preserving operator", node.name());
+        };
+        path.push(0);
+        node = child;
+    }
+    replace_scan(inner, &path, scan, false)
 }
 
+/// `inner` with the dataset scan at `path` (positions of children, from `inner` down)
+/// replaced by `scan`. Repartitioning is left out unless `kept` says an aggregate or a join
+/// lies above, whose other input or final phase relies on it. A join rebuilt here starts
+/// afresh: its build side is that of the rows the scan now reads.
 fn replace_scan(
     inner: &Arc<dyn ExecutionPlan>,
+    path: &[usize],
     scan: Arc<dyn ExecutionPlan>,
-    below_aggregate: bool,
+    kept: bool,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    if inner.is::<DatasetScanExec>() {
-        return Ok(scan);
-    }
-    let children = inner.children();
-    let [child] = children.as_slice() else {
-        return internal_err!("{} is not a row-preserving operator", inner.name());
+    let Some((&position, below)) = path.split_first() else {
+        return match inner.is::<DatasetScanExec>() {
+            true => Ok(scan),
+            false => internal_err!("{} is not the dataset scan looked up", inner.name()),
+        };
     };
-    let child = replace_scan(child, scan, below_aggregate || inner.is::<AggregateExec>())?;
+    let mut children: Vec<Arc<dyn ExecutionPlan>> = inner.children().into_iter().cloned().collect();
+    let joins = children.len() > 1;
+    let Some(child) = children.get(position) else {
+        return internal_err!("{} has no input {position}", inner.name());
+    };
+    let kept_below = kept || joins || inner.is::<AggregateExec>();
+    let child = replace_scan(child, below, scan, kept_below)?;
     let exchanges = inner.is::<RepartitionExec>() || inner.is::<CoalescePartitionsExec>();
-    if exchanges && !below_aggregate {
+    if exchanges && !kept {
         return Ok(child);
     }
-    inner.clone().replace_children(
-        vec![child],
+    children[position] = child;
+    let replaced = inner.clone().replace_children(
+        children,
         ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-    )
+    )?;
+    match joins {
+        true => replaced.reset_state(),
+        false => Ok(replaced),
+    }
+}
+
+/// The positions of the children leading from `plan` down to its first dataset scan read by
+/// lookups, passing no index join (whose own lookups are its own).
+fn lookup_path(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<usize>> {
+    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
+        return matches!(scan.access(), Access::Lookup(_)).then(Vec::new);
+    }
+    if plan.is::<IndexNestedLoopJoinExec>() {
+        return None;
+    }
+    plan.children()
+        .into_iter()
+        .enumerate()
+        .find_map(|(position, child)| {
+            let mut path = lookup_path(child)?;
+            path.insert(0, position);
+            Some(path)
+        })
+}
+
+/// The dataset scan at `path` (positions of children) below `plan`.
+fn scan_at<'a>(plan: &'a Arc<dyn ExecutionPlan>, path: &[usize]) -> Option<&'a DatasetScanExec> {
+    match path.split_first() {
+        None => plan.downcast_ref::<DatasetScanExec>(),
+        Some((&position, below)) => scan_at(plan.children().get(position)?, below),
+    }
 }
 
 /// A hash join whose inner side is read by lookups of the outer side's keys.
@@ -414,10 +509,12 @@ impl IndexNestedLoopJoinExec {
             key_type,
         } = keys;
         let (outer, planned_inner) = outer_inner(inner_side, join.left(), join.right());
-        let Some((scan, _)) = scan_under(planned_inner, inner_column, Reach::GroupKeys) else {
+        let Some((scan, _, scan_path)) = scan_path(planned_inner, inner_column, Reach::Joins)
+        else {
             return internal_err!("index join without a dataset scan on its inner side");
         };
-        let inner = with_scan(planned_inner, Arc::new(scan.with_lookup(lookup.clone())?))?;
+        let looked_up = Arc::new(scan.with_lookup(lookup.clone())?);
+        let inner = replace_scan(planned_inner, &scan_path, looked_up, false)?;
         let properties = PlanProperties::new(
             EquivalenceProperties::new(join.schema()),
             Partitioning::UnknownPartitioning(1),
@@ -612,14 +709,15 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
                 planned_inner
             } else {
                 let lookup = Lookup { values, ..lookup };
-                inner
-                    .transform_up(|node| match node.downcast_ref::<DatasetScanExec>() {
-                        Some(scan) => Ok(Transformed::yes(Arc::new(
-                            scan.with_lookup(lookup.clone())?,
-                        ) as _)),
-                        None => Ok(Transformed::no(node)),
-                    })
-                    .data()?
+                // The inner side as the optimizer rules after this one left it.
+                let Some(path) = lookup_path(&inner) else {
+                    return internal_err!("index join without a lookup on its inner side");
+                };
+                let Some(scan) = scan_at(&inner, &path) else {
+                    return internal_err!("index join without a dataset scan on its inner side");
+                };
+                let looked_up = Arc::new(scan.with_lookup(lookup)?);
+                replace_scan(&inner, &path, looked_up, false)?
             };
             let outer: Arc<dyn ExecutionPlan> =
                 MemorySourceConfig::try_new_exec(&[outer_batches], outer.schema(), None)?;

@@ -200,6 +200,49 @@ async fn joins_on_a_leading_key_field_look_up_its_spans() {
     }
 }
 
+/// A scan joined with another input below the aggregate an index join reads is looked up
+/// alone, the other input read as planned (TPC-H Q2's subquery: part suppliers joined with
+/// the region's suppliers, grouped by part, for the parts the query asks about).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_below_a_group_key_look_up_their_scan_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture(dir.path()).await;
+    // Each author's latest message among those written by early users' authors.
+    let grouped = "SELECT u.id, t.latest FROM users u JOIN \
+         (SELECT m.author_id, max(m.at) AS latest FROM messages m \
+          JOIN users early ON early.id = m.author_id WHERE early.since < 1000 \
+          GROUP BY m.author_id) t ON t.author_id = u.id \
+         WHERE u.since >= 100 AND u.since < 110";
+    let (plan, answer) = joined_through_index(&db, grouped, "Inner").await;
+    assert!(
+        plan.contains("access=index lookup messages_author on author_id for the join's keys"),
+        "{plan}"
+    );
+    // The join's other input is still read whole.
+    assert!(
+        plan.contains("DatasetScanExec: dataset=users, access=full scan"),
+        "{plan}"
+    );
+    // The ten users are early users themselves, each with ten messages.
+    assert_eq!(answer.len(), 10, "{answer:?}");
+    let analyzed = explain(&db, &format!("ANALYZE {grouped}")).await;
+    assert!(analyzed.contains("lookup_keys=10"), "{analyzed}");
+    // A second run answers alike.
+    assert_eq!(rows(&db, grouped).await, answer);
+
+    // An outer join's rows with some keys are not the joins of its inputs' rows with them.
+    let outer = grouped.replace("JOIN users early", "RIGHT JOIN users early");
+    let plan = explain(&db, &outer).await;
+    assert!(
+        !plan.contains("messages_author on author_id for the join's keys"),
+        "{plan}"
+    );
+    assert_eq!(
+        rows(&db, &outer).await,
+        rows_with(&db, "hash", &outer).await
+    );
+}
+
 /// A join on an aggregate's group key reads only the groups of the outer side's keys: the
 /// aggregate's input is looked up by them (TPC-H Q17 and Q20 decorrelate to such joins).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
