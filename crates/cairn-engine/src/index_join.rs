@@ -172,6 +172,7 @@ fn plan_index_join(
         }
         let (outer, inner) = outer_inner(inner_side, join.left(), join.right());
         let outer_rows = estimated_rows(outer)?;
+        let (outer_reading, inner_reading) = (reading_cost(outer), reading_cost(inner));
         for (left_key, right_key) in join.on() {
             let (outer_key, inner_key) = outer_inner(inner_side, left_key, right_key);
             let Some(column) = inner_key.downcast_ref::<Column>() else {
@@ -202,8 +203,8 @@ fn plan_index_join(
             };
             let lookup_cost = keys.map_or(f64::INFINITY, |keys| lookup.cost(keys));
             // An inner side joining the scan with another input still reads that input.
-            let others_cost = (reading_cost(inner) - scan_cost).max(0.0);
-            let cost = reading_cost(outer) + others_cost + lookup_cost;
+            let others_cost = (inner_reading - scan_cost).max(0.0);
+            let cost = outer_reading + others_cost + lookup_cost;
             let chosen = forced == JoinOverride::Index || cost < hash_cost;
             if !chosen
                 || best
@@ -433,11 +434,11 @@ fn replace_scan(
     }
 }
 
-/// The positions of the children leading from `plan` down to its first dataset scan read by
-/// lookups, passing no index join (whose own lookups are its own).
-fn lookup_path(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<usize>> {
+/// The first dataset scan below `plan` read by lookups, passing no index join (whose own
+/// lookups are its own), and the positions of the children leading down to it.
+fn lookup_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<(&DatasetScanExec, Vec<usize>)> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
-        return matches!(scan.access(), Access::Lookup(_)).then(Vec::new);
+        return matches!(scan.access(), Access::Lookup(_)).then(|| (scan, Vec::new()));
     }
     if plan.is::<IndexNestedLoopJoinExec>() {
         return None;
@@ -446,18 +447,10 @@ fn lookup_path(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<usize>> {
         .into_iter()
         .enumerate()
         .find_map(|(position, child)| {
-            let mut path = lookup_path(child)?;
+            let (scan, mut path) = lookup_scan(child)?;
             path.insert(0, position);
-            Some(path)
+            Some((scan, path))
         })
-}
-
-/// The dataset scan at `path` (positions of children) below `plan`.
-fn scan_at<'a>(plan: &'a Arc<dyn ExecutionPlan>, path: &[usize]) -> Option<&'a DatasetScanExec> {
-    match path.split_first() {
-        None => plan.downcast_ref::<DatasetScanExec>(),
-        Some((&position, below)) => scan_at(plan.children().get(position)?, below),
-    }
 }
 
 /// A hash join whose inner side is read by lookups of the outer side's keys.
@@ -710,11 +703,8 @@ impl ExecutionPlan for IndexNestedLoopJoinExec {
             } else {
                 let lookup = Lookup { values, ..lookup };
                 // The inner side as the optimizer rules after this one left it.
-                let Some(path) = lookup_path(&inner) else {
+                let Some((scan, path)) = lookup_scan(&inner) else {
                     return internal_err!("index join without a lookup on its inner side");
-                };
-                let Some(scan) = scan_at(&inner, &path) else {
-                    return internal_err!("index join without a dataset scan on its inner side");
                 };
                 let looked_up = Arc::new(scan.with_lookup(lookup)?);
                 replace_scan(&inner, &path, looked_up, false)?

@@ -334,6 +334,21 @@ impl DatasetType {
         }
     }
 
+    /// The partition (of `partition_count`) that owns every key beginning with `prefix` (the
+    /// values of the primary key's first fields), when the partitioning fields all lie within
+    /// it; `None` when keys beginning with it may lie in any partition.
+    pub fn partition_of_prefix(&self, prefix: &Key, partition_count: u32) -> Option<u32> {
+        let within = prefix.0.len();
+        if self.partition_positions.is_empty() {
+            (within == self.primary_key.len()).then(|| prefix.partition(partition_count))
+        } else {
+            self.partition_positions
+                .iter()
+                .all(|&position| position < within)
+                .then(|| prefix.partition_by(&self.partition_positions, partition_count))
+        }
+    }
+
     /// Positions of the key fields within the record's declared fields.
     pub fn key_indices(&self) -> &[usize] {
         &self.key_indices
@@ -343,6 +358,39 @@ impl DatasetType {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::KeyValue;
+
+    #[test]
+    fn a_key_prefix_has_a_partition_only_when_it_holds_the_partitioning_fields() {
+        let record = RecordType::new(
+            vec![
+                Field::new("order", DataType::Int64),
+                Field::new("line", DataType::Int64),
+            ],
+            false,
+        )
+        .unwrap();
+        let by_key = DatasetType::new(record, vec!["order".into(), "line".into()]).unwrap();
+        let by_order = by_key
+            .clone()
+            .with_partition_key(vec!["order".into()])
+            .unwrap();
+        for order in 0..50 {
+            let prefix = Key(vec![KeyValue::Int(order)]);
+            for line in 1..4 {
+                let key = Key(vec![KeyValue::Int(order), KeyValue::Int(line)]);
+                assert_eq!(
+                    by_order.partition_of_prefix(&prefix, 7),
+                    Some(by_order.partition_of(&key, 7))
+                );
+                assert_eq!(
+                    by_key.partition_of_prefix(&key, 7),
+                    Some(by_key.partition_of(&key, 7))
+                );
+            }
+            assert_eq!(by_key.partition_of_prefix(&prefix, 7), None);
+        }
+    }
 
     #[test]
     fn key_must_be_declared_required_and_orderable() {

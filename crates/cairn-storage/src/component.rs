@@ -604,6 +604,17 @@ impl DiskComponent {
         let Some(leading) = columns.first() else {
             return Ok(0..0);
         };
+        Ok(self.key_span_in(leading, lower, upper))
+    }
+
+    /// The rows of a row group, whose sorted leading key column is `leading`, with a leading
+    /// key in `lower..=upper` (`None` = open).
+    fn key_span_in(
+        &self,
+        leading: &ArrayRef,
+        lower: Option<&KeyValue>,
+        upper: Option<&KeyValue>,
+    ) -> std::ops::Range<u64> {
         let start = match lower {
             Some(lower) => first_row_where(&self.shape, leading, |key| key >= lower),
             None => 0,
@@ -612,7 +623,7 @@ impl DiskComponent {
             Some(upper) => first_row_where(&self.shape, leading, |key| key > upper),
             None => leading.len(),
         };
-        Ok(start as u64..end.max(start) as u64)
+        start as u64..end.max(start) as u64
     }
 
     /// The rows of row group `row_group` whose leading key column holds one of `points`
@@ -631,14 +642,19 @@ impl DiskComponent {
         };
         let first = points.partition_point(|point| point < min);
         let end = points.partition_point(|point| point <= max);
-        let mut spans = Vec::new();
-        for point in &points[first..end.max(first)] {
-            let span = self.leading_key_span(row_group, Some(point), Some(point))?;
-            if !span.is_empty() {
-                spans.push(span);
-            }
+        let within = &points[first..end.max(first)];
+        if within.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(spans)
+        let columns = self.cached_columns(row_group, true)?;
+        let Some(leading) = columns.first() else {
+            return Ok(Vec::new());
+        };
+        Ok(within
+            .iter()
+            .map(|point| self.key_span_in(leading, Some(point), Some(point)))
+            .filter(|span| !span.is_empty())
+            .collect())
     }
 
     /// How many rows have a leading key column in `lower..=upper` (`None` = open), for a

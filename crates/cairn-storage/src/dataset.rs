@@ -255,14 +255,9 @@ impl Dataset {
     /// dataset is partitioned by that field alone; `None` when records with it may lie in
     /// any partition.
     pub fn partition_of_leading(&self, value: &KeyValue) -> Option<u32> {
-        let dataset_type = &self.shape.dataset_type;
-        let leading = dataset_type.primary_key.first()?;
-        match dataset_type.partitioning_fields() {
-            [only] if only == leading => {
-                Some(Key(vec![value.clone()]).partition(self.shape.partition_count))
-            }
-            _ => None,
-        }
+        self.shape
+            .dataset_type
+            .partition_of_prefix(&Key(vec![value.clone()]), self.shape.partition_count)
     }
 
     pub fn allocate_component_id(&self) -> u64 {

@@ -747,16 +747,18 @@ impl PartitionScan {
             )?,
             None => 0..rows,
         };
+        if bounded.is_empty() {
+            return Ok(Vec::new());
+        }
         // The rows read: ascending, disjoint, non-empty spans.
         let spans: Vec<std::ops::Range<u64>> = match &self.key_points {
-            Some(points) if !bounded.is_empty() => component
+            Some(points) => component
                 .leading_key_point_spans(row_group, points)?
                 .into_iter()
                 .map(|span| span.start.max(bounded.start)..span.end.min(bounded.end))
                 .filter(|span| !span.is_empty())
                 .collect(),
-            _ if bounded.is_empty() => Vec::new(),
-            _ => vec![bounded],
+            None => vec![bounded],
         };
         if spans.is_empty() {
             return Ok(Vec::new());
