@@ -73,6 +73,10 @@ extensions_options! {
         /// its groups through a cache of recent keys (few_groups_aggregate.rs); `false`
         /// leaves it to DataFusion's hash aggregate.
         pub few_groups_aggregate: bool, default = true
+        /// Whether a one-phase aggregate grouping a full scan by its dataset's leading key
+        /// field numbers groups by runs of equal keys (key_run_aggregate.rs); `false` leaves
+        /// it to DataFusion's hash aggregate.
+        pub key_run_aggregate: bool, default = true
         /// Whether a hash join on one integer key may index its build side with an array
         /// over a wider key span than the session's where the estimates say it pays
         /// (wide_array_joins.rs); `false` leaves every join to the session's span.

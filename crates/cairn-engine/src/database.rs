@@ -115,6 +115,7 @@ impl Database {
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))
             .with_physical_optimizer_rule(Arc::new(crate::text_group_views::TextGroupViews))
             .with_physical_optimizer_rule(Arc::new(crate::few_groups_aggregate::FewGroupsAggregate))
+            .with_physical_optimizer_rule(Arc::new(crate::key_run_aggregate::KeyRunAggregate))
             .with_physical_optimizer_rule(Arc::new(crate::wide_array_joins::WideArrayJoins))
             .build();
         let context = SessionContext::new_with_state(state);

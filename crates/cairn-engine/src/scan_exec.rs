@@ -374,6 +374,17 @@ impl DatasetScanExec {
             .collect()
     }
 
+    /// The output column holding the dataset's leading primary-key field, when this is a
+    /// full scan producing it as read: each component yields its rows in key order, so equal
+    /// values of that field arrive together (key_run_aggregate.rs).
+    pub(crate) fn leading_key_column(&self) -> Option<usize> {
+        if !matches!(self.access, Access::Full { .. }) || self.outputs.is_some() {
+            return None;
+        }
+        let leading = self.dataset.shape.dataset_type.primary_key.first()?;
+        self.schema().index_of(leading).ok()
+    }
+
     /// A copy without the runtime filter of expression id `id` (a hash join's dynamic filter
     /// that no join will fill any more); `None` when the scan does not hold it.
     pub(crate) fn without_runtime_filter(&self, id: u64) -> Option<DatasetScanExec> {

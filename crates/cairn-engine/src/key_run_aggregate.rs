@@ -1,0 +1,389 @@
+//! One-phase aggregation by a key read in runs: a physical optimizer rule, run after every
+//! other, that replaces an aggregate grouping a full scan by its dataset's leading key field
+//! in one phase (`Single` or `SinglePartitioned`) with [`KeyRunAggregateExec`], which numbers
+//! rows' groups with key_runs.rs and computes the aggregates with DataFusion's accumulators.
+//!
+//! TPC-H Q18 groups all 6 M lineitems by order key into 1.5 M groups, one phase per storage
+//! partition since lineitem is partitioned by that key. DataFusion's group values hash every
+//! row's key and probe a table of a few hundred thousand groups per partition, far beyond a
+//! core's cache: the aggregate took about 170 ms of CPU, more than every scan and join of
+//! the query together. The scan yields each component's rows in key order, so a row mostly
+//! takes the group of the row before it, and a new run's key, greater than every key before
+//! it, is a new group without a lookup.
+//!
+//! Input that is not in order after all (several components, memory rows) costs a lookup
+//! per run of equal keys, not per row; answers do not depend on the order. The aggregate
+//! holds every group, as DataFusion's does, but cannot spill: under a query memory limit
+//! (memory_limit.rs) the rule leaves the aggregate to DataFusion, which can.
+
+use crate::co_partitioned_join::StoragePartitionedExec;
+use crate::key_runs::{KeyRunNumbers, numberable};
+use crate::scan_exec::DatasetScanExec;
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Result, Statistics, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use futures::StreamExt;
+use std::fmt;
+use std::sync::Arc;
+
+/// Estimated input rows from which the rule acts: below, numbering by runs saves too little
+/// to give up a plan that plan_reuse.rs can copy for a short query's next statement.
+pub const INPUT_ROWS_MIN: usize = 100_000;
+
+/// Aggregate functions whose states stay small (a number or two, one value) however many rows
+/// a group has.
+const SMALL_STATE_FUNCTIONS: [&str; 5] = ["sum", "count", "avg", "min", "max"];
+
+#[derive(Debug, Default)]
+pub struct KeyRunAggregate;
+
+impl PhysicalOptimizerRule for KeyRunAggregate {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = config.extensions.get::<crate::access_path::CairnOptions>();
+        if !options.is_some_and(|o| o.key_run_aggregate && o.query_memory_bytes == 0) {
+            return Ok(plan);
+        }
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if !qualifies(aggregate)? {
+                return Ok(Transformed::no(node));
+            }
+            let replaced = KeyRunAggregateExec::new(Arc::new(aggregate.clone()));
+            Ok(Transformed::yes(
+                Arc::new(replaced) as Arc<dyn ExecutionPlan>
+            ))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "KeyRunAggregate"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `aggregate` is a one-phase aggregate this may replace: plain grouping by one
+/// integer column that a full scan below reads in runs (see [`reads_in_runs`]), over a large
+/// input, into accumulators of small states.
+fn qualifies(aggregate: &AggregateExec) -> Result<bool> {
+    let group_by = aggregate.group_expr();
+    let plain = matches!(
+        aggregate.mode(),
+        AggregateMode::Single | AggregateMode::SinglePartitioned
+    ) && group_by.is_single()
+        && group_by.expr().len() == 1
+        && aggregate.limit_options().is_none()
+        && aggregate.dynamic_expressions_produced().is_empty()
+        && *aggregate.input_order_mode() == InputOrderMode::Linear;
+    if !plain {
+        return Ok(false);
+    }
+    let small_states = aggregate.aggr_expr().iter().all(|expr| {
+        SMALL_STATE_FUNCTIONS.contains(&expr.fun().name())
+            && !expr.is_distinct()
+            && expr.order_bys().is_empty()
+            && expr.groups_accumulator_supported()
+    });
+    if !small_states {
+        return Ok(false);
+    }
+    let Some(column) = group_by.expr()[0].0.downcast_ref::<Column>() else {
+        return Ok(false);
+    };
+    let input = aggregate.input();
+    if !numberable(input.schema().field(column.index()).data_type())
+        || !reads_in_runs(input, column.index())
+    {
+        return Ok(false);
+    }
+    let statistics = StatisticsContext::new().compute(input.as_ref(), &StatisticsArgs::new())?;
+    Ok(match statistics.num_rows {
+        Precision::Exact(rows) | Precision::Inexact(rows) => rows >= INPUT_ROWS_MIN,
+        Precision::Absent => false,
+    })
+}
+
+/// Whether column `column` of `plan`'s output is a full scan's leading key field, passed up
+/// unchanged through projections and filters, which keep rows in order.
+fn reads_in_runs(plan: &Arc<dyn ExecutionPlan>, column: usize) -> bool {
+    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
+        return scan.leading_key_column() == Some(column);
+    }
+    if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
+        let Some(expr) = projection.expr().get(column) else {
+            return false;
+        };
+        return match expr.expr.downcast_ref::<Column>() {
+            Some(input) => reads_in_runs(projection.input(), input.index()),
+            None => false,
+        };
+    }
+    if let Some(filter) = plan.downcast_ref::<FilterExec>() {
+        let column = match filter.projection() {
+            Some(projection) => match projection.get(column) {
+                Some(&input) => input,
+                None => return false,
+            },
+            None => column,
+        };
+        return reads_in_runs(filter.input(), column);
+    }
+    if let Some(partitioned) = plan.downcast_ref::<StoragePartitionedExec>() {
+        return reads_in_runs(partitioned.input(), column);
+    }
+    false
+}
+
+/// A one-phase aggregate numbering its groups with [`KeyRunNumbers`]: the group, aggregates,
+/// filters, input and output of the [`AggregateExec`] it replaces.
+#[derive(Debug)]
+pub struct KeyRunAggregateExec {
+    aggregate: Arc<AggregateExec>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl KeyRunAggregateExec {
+    fn new(aggregate: Arc<AggregateExec>) -> KeyRunAggregateExec {
+        KeyRunAggregateExec {
+            aggregate,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for KeyRunAggregateExec {
+    fn fmt_as(&self, format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        /// The replaced aggregate as it displays itself.
+        struct Replaced<'a>(&'a AggregateExec, DisplayFormatType);
+        impl fmt::Display for Replaced<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                self.0.fmt_as(self.1, f)
+            }
+        }
+        let replaced = Replaced(&self.aggregate, format).to_string();
+        let details = replaced
+            .strip_prefix("AggregateExec: ")
+            .unwrap_or(&replaced);
+        write!(f, "KeyRunAggregateExec: {details}")
+    }
+}
+
+impl ExecutionPlan for KeyRunAggregateExec {
+    fn name(&self) -> &str {
+        "KeyRunAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.aggregate.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![self.aggregate.input()]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.aggregate.apply_expressions(f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let aggregate = self.aggregate.clone().replace_children(children, options)?;
+        let Some(aggregate) = aggregate.downcast_ref::<AggregateExec>() else {
+            return internal_err!("an aggregate's copy is not an aggregate");
+        };
+        Ok(Arc::new(Self::new(Arc::new(aggregate.clone()))))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        self.replace_children(children, options)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.aggregate.statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        self.aggregate.child_stats_requests(partition)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let batch_rows = context.session_config().batch_size().max(1);
+        let reservation = MemoryConsumer::new(format!("KeyRunAggregateExec[{partition}]"))
+            .register(context.memory_pool());
+        let mut input = self.aggregate.input().execute(partition, context)?;
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let runs_looked_up = MetricBuilder::new(&self.metrics).counter("runs_looked_up", partition);
+        let mut aggregation =
+            Aggregation::new(&self.aggregate, reservation, baseline, runs_looked_up)?;
+        let schema = self.aggregate.schema();
+        let answer = futures::stream::once(async move {
+            while let Some(batch) = input.next().await {
+                aggregation.add(&batch?)?;
+            }
+            aggregation.finish(batch_rows)
+        })
+        .map(|answer: Result<Vec<RecordBatch>>| match answer {
+            Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).left_stream(),
+            Err(error) => futures::stream::once(async { Err(error) }).right_stream(),
+        })
+        .flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, answer)))
+    }
+}
+
+/// The running state of one partition's aggregation.
+struct Aggregation {
+    aggregate: Arc<AggregateExec>,
+    key_expr: Arc<dyn PhysicalExpr>,
+    /// Each aggregate's arguments and filter.
+    arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    numbers: KeyRunNumbers,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// The group number of each row of the batch being added.
+    row_groups: Vec<usize>,
+    reservation: MemoryReservation,
+    baseline: BaselineMetrics,
+    /// Runs of keys that arrived out of order and were looked up (0 for input in key order).
+    runs_looked_up: Count,
+}
+
+impl Aggregation {
+    fn new(
+        aggregate: &Arc<AggregateExec>,
+        reservation: MemoryReservation,
+        baseline: BaselineMetrics,
+        runs_looked_up: Count,
+    ) -> Result<Aggregation> {
+        let key_expr = aggregate.group_expr().expr()[0].0.clone();
+        let key_type = key_expr.data_type(&aggregate.input().schema())?;
+        let accumulators = aggregate
+            .aggr_expr()
+            .iter()
+            .map(|expr| expr.create_groups_accumulator())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Aggregation {
+            aggregate: aggregate.clone(),
+            key_expr,
+            arguments: aggregate
+                .aggr_expr()
+                .iter()
+                .map(|e| e.expressions())
+                .collect(),
+            filters: aggregate.filter_expr().to_vec(),
+            numbers: KeyRunNumbers::new(key_type)?,
+            accumulators,
+            row_groups: Vec::new(),
+            reservation,
+            baseline,
+            runs_looked_up,
+        })
+    }
+
+    /// Numbers `batch`'s rows and adds them to their groups' accumulators.
+    fn add(&mut self, batch: &RecordBatch) -> Result<()> {
+        let elapsed_compute = self.baseline.elapsed_compute().clone();
+        let _timer = elapsed_compute.timer();
+        let rows = batch.num_rows();
+        let keys = self.key_expr.evaluate(batch)?.into_array(rows)?;
+        self.numbers.number(&keys, &mut self.row_groups)?;
+        let groups = self.numbers.len();
+        let updates = self
+            .accumulators
+            .iter_mut()
+            .zip(&self.arguments)
+            .zip(&self.filters);
+        for ((accumulator, arguments), filter) in updates {
+            let arguments = arguments
+                .iter()
+                .map(|argument| argument.evaluate(batch)?.into_array(rows))
+                .collect::<Result<Vec<_>>>()?;
+            let filter = match filter {
+                Some(filter) => Some(filter.evaluate(batch)?.into_array(rows)?),
+                None => None,
+            };
+            let filter = filter.as_ref().map(|f| f.as_boolean());
+            accumulator.update_batch(&arguments, &self.row_groups, filter, groups)?;
+        }
+        let held = self.numbers.len() * size_of::<i64>()
+            + self.accumulators.iter().map(|a| a.size()).sum::<usize>();
+        self.reservation.try_resize(held)?;
+        Ok(())
+    }
+
+    /// Every group's key and aggregates, in batches of up to `batch_rows` rows.
+    fn finish(&mut self, batch_rows: usize) -> Result<Vec<RecordBatch>> {
+        let elapsed_compute = self.baseline.elapsed_compute().clone();
+        let timer = elapsed_compute.timer();
+        let schema = self.aggregate.schema();
+        let groups = self.numbers.len();
+        if groups == 0 {
+            return Ok(Vec::new());
+        }
+        let mut columns: Vec<ArrayRef> = vec![self.numbers.keys()?];
+        for accumulator in &mut self.accumulators {
+            columns.push(accumulator.evaluate(EmitTo::All)?);
+        }
+        let answer = RecordBatch::try_new(schema, columns)?;
+        self.reservation.free();
+        let batches = (0..groups)
+            .step_by(batch_rows)
+            .map(|first| answer.slice(first, batch_rows.min(groups - first)))
+            .collect();
+        timer.done();
+        self.baseline.record_output(groups);
+        self.runs_looked_up.add(self.numbers.runs_looked_up());
+        Ok(batches)
+    }
+}
