@@ -54,6 +54,7 @@ pub mod key_delete;
 pub mod key_run_aggregate;
 mod key_runs;
 mod laned_sums;
+mod like_parts;
 pub mod memory_limit;
 mod partition_sharing;
 mod plan_map;

@@ -6,6 +6,7 @@
 //! DataFusion still applies every pushed filter after the scan (they are pushed as inexact),
 //! so a filter the scan cannot take over costs nothing but the skipping.
 
+use crate::like_parts::LikeParts;
 use crate::table::{comparison, field_path, literal_value};
 use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
@@ -172,6 +173,8 @@ struct Conjunct {
     expr: Arc<dyn PhysicalExpr>,
     /// `expr` as a float comparison Arrow answers directly, when it is one.
     float_comparison: Option<FloatComparison>,
+    /// `expr` as a `LIKE` of several literal parts searched one by one, when it is one.
+    like_parts: Option<LikeParts>,
     /// Whether evaluating it over every row costs about as much as choosing rows for it.
     cheap: bool,
 }
@@ -210,6 +213,7 @@ impl PhysicalFilter {
             .map(|conjunct| Conjunct {
                 expr: conjunct.clone(),
                 float_comparison: FloatComparison::of(conjunct, schema),
+                like_parts: LikeParts::of(conjunct),
                 cheap: is_cheap(conjunct),
             })
             .collect();
@@ -234,6 +238,11 @@ impl PhysicalFilter {
         conjunct: &Conjunct,
         batch: &RecordBatch,
     ) -> Result<BooleanBuffer, String> {
+        if let Some(like_parts) = &conjunct.like_parts {
+            return like_parts
+                .evaluate(batch.columns())
+                .map_err(|e| e.to_string());
+        }
         let array: Arc<dyn Array> = match &conjunct.float_comparison {
             Some(comparison) => Arc::new(comparison.evaluate(batch).map_err(|e| e.to_string())?),
             None => conjunct

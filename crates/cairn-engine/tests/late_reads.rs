@@ -182,6 +182,42 @@ async fn a_filter_on_a_string_column_and_one_passing_nothing() {
     assert_eq!(read_late, 0);
 }
 
+/// Patterns of several parts between `%` wildcards, which the scan searches part by part
+/// (like_parts.rs), over notes read from the component and from memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn like_patterns_of_several_parts_pass_what_they_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, model) = fixture(dir.path()).await;
+    // "item 3…9…9": begins with "item 3", ends with a 9, and holds another 9 between.
+    let (rows, _) = run(
+        &db,
+        "SELECT id, v, note FROM items WHERE note LIKE 'item 3%9%9'",
+    )
+    .await;
+    let between_nines = |note: &str| {
+        note.strip_prefix("item 3")
+            .and_then(|rest| rest.strip_suffix('9'))
+            .is_some_and(|between| between.contains('9'))
+    };
+    let want = expected(&model, |_, _, note| between_nines(note));
+    assert!(!want.is_empty());
+    assert_eq!(rows, want);
+    // Negated, beside a comparison: replaced notes ("new …") holding a 1 then a 2 are out.
+    let (rows, _) = run(
+        &db,
+        "SELECT id, v, note FROM items WHERE v < 5 AND note NOT LIKE 'new%1%2%'",
+    )
+    .await;
+    let one_then_two = |note: &str| {
+        note.strip_prefix("new")
+            .and_then(|rest| rest.find('1').map(|at| &rest[at + 1..]))
+            .is_some_and(|rest| rest.contains('2'))
+    };
+    let want = expected(&model, |_, v, note| v < 5 && !one_then_two(note));
+    assert!(want.len() < expected(&model, |_, v, _| v < 5).len());
+    assert_eq!(rows, want);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filter_reading_every_projected_column_reads_them_together() {
     let dir = tempfile::tempdir().unwrap();
