@@ -18,10 +18,11 @@
 
 use crate::group_numbers::{GroupNumbers, KEY_COLUMNS_MAX, numberable};
 use crate::laned_sums::{self, LanedAggregate};
+use crate::replaced_aggregate::{AggregateRun, ReplacedAggregateExec};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
@@ -29,15 +30,11 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
-use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet};
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
-    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt};
-use std::fmt;
 use std::sync::Arc;
 
 /// Estimated groups (the product of the keys' distinct-value estimates) up to which a partial
@@ -74,7 +71,7 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
             if !qualifies(aggregate)? {
                 return Ok(Transformed::no(node));
             }
-            let replaced = FewGroupsAggregateExec::new(Arc::new(aggregate.clone()));
+            let replaced = FewGroupsAggregateExec::holding(Arc::new(aggregate.clone()), GROUPS_MAX);
             Ok(Transformed::yes(
                 Arc::new(replaced) as Arc<dyn ExecutionPlan>
             ))
@@ -160,113 +157,36 @@ fn few_groups(statistics: &Statistics, key_columns: &[usize]) -> bool {
 
 /// A partial aggregate numbering its groups with [`GroupNumbers`]: the groups, aggregates,
 /// filters, input and output of the [`AggregateExec`] it replaces.
-#[derive(Debug)]
-pub struct FewGroupsAggregateExec {
-    aggregate: Arc<AggregateExec>,
-    /// Groups held before their states are handed on: [`GROUPS_MAX`] but in tests.
+pub type FewGroupsAggregateExec = ReplacedAggregateExec<FewGroups>;
+
+/// How [`FewGroupsAggregateExec`] runs a partition: holding at most `groups_max` groups
+/// ([`GROUPS_MAX`] but in tests) before it hands their states on.
+#[derive(Debug, Clone, Copy)]
+pub struct FewGroups {
     groups_max: usize,
-    metrics: ExecutionPlanMetricsSet,
 }
 
 impl FewGroupsAggregateExec {
-    fn new(aggregate: Arc<AggregateExec>) -> FewGroupsAggregateExec {
-        Self::holding(aggregate, GROUPS_MAX)
-    }
-
     fn holding(aggregate: Arc<AggregateExec>, groups_max: usize) -> FewGroupsAggregateExec {
         assert!(groups_max > 0, "an aggregate must hold a group");
-        FewGroupsAggregateExec {
-            aggregate,
-            groups_max,
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
+        ReplacedAggregateExec::new(aggregate, FewGroups { groups_max })
     }
 }
 
-impl DisplayAs for FewGroupsAggregateExec {
-    fn fmt_as(&self, format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        /// The replaced aggregate as it displays itself.
-        struct Replaced<'a>(&'a AggregateExec, DisplayFormatType);
-        impl fmt::Display for Replaced<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                self.0.fmt_as(self.1, f)
-            }
-        }
-        let replaced = Replaced(&self.aggregate, format).to_string();
-        // "mode=Partial, gby=[...], aggr=[...]", past the replaced aggregate's name.
-        let details = replaced
-            .strip_prefix("AggregateExec: ")
-            .unwrap_or(&replaced);
-        write!(f, "FewGroupsAggregateExec: {details}")
-    }
-}
-
-impl ExecutionPlan for FewGroupsAggregateExec {
-    fn name(&self) -> &str {
-        "FewGroupsAggregateExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.aggregate.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![self.aggregate.input()]
-    }
-
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        self.aggregate.apply_expressions(f)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-        options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let aggregate = self.aggregate.clone().replace_children(children, options)?;
-        let Some(aggregate) = aggregate.downcast_ref::<AggregateExec>() else {
-            return internal_err!("an aggregate's copy is not an aggregate");
-        };
-        let aggregate = Arc::new(aggregate.clone());
-        Ok(Arc::new(Self::holding(aggregate, self.groups_max)))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-        self.replace_children(children, options)
-    }
-
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        self.aggregate.statistics_from_inputs(input_stats, args)
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        self.aggregate.child_stats_requests(partition)
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
+impl AggregateRun for FewGroups {
+    const NAME: &'static str = "FewGroupsAggregateExec";
 
     fn execute(
         &self,
+        aggregate: &Arc<AggregateExec>,
         partition: usize,
         context: Arc<TaskContext>,
+        metrics: &ExecutionPlanMetricsSet,
     ) -> Result<SendableRecordBatchStream> {
-        let input = self.aggregate.input().execute(partition, context)?;
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let aggregation = Aggregation::new(&self.aggregate, self.groups_max, baseline)?;
-        let schema = self.aggregate.schema();
+        let input = aggregate.input().execute(partition, context)?;
+        let baseline = BaselineMetrics::new(metrics, partition);
+        let aggregation = Aggregation::new(aggregate, self.groups_max, baseline)?;
+        let schema = aggregate.schema();
         let handed_on =
             futures::stream::try_unfold(Some((input, aggregation)), |state| async move {
                 let Some((mut input, mut aggregation)) = state else {

@@ -18,12 +18,13 @@
 
 use crate::co_partitioned_join::StoragePartitionedExec;
 use crate::key_runs::{KeyRunNumbers, numberable};
+use crate::replaced_aggregate::{AggregateRun, ReplacedAggregateExec};
 use crate::scan_exec::DatasetScanExec;
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Result, Statistics, internal_err};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
@@ -33,17 +34,13 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::{
-    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder,
 };
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
-    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, SendableRecordBatchStream};
 use futures::StreamExt;
-use std::fmt;
 use std::sync::Arc;
 
 /// Estimated input rows from which the rule acts: below, numbering by runs saves too little
@@ -74,7 +71,7 @@ impl PhysicalOptimizerRule for KeyRunAggregate {
             if !qualifies(aggregate)? {
                 return Ok(Transformed::no(node));
             }
-            let replaced = KeyRunAggregateExec::new(Arc::new(aggregate.clone()));
+            let replaced = KeyRunAggregateExec::new(Arc::new(aggregate.clone()), KeyRuns);
             Ok(Transformed::yes(
                 Arc::new(replaced) as Arc<dyn ExecutionPlan>
             ))
@@ -165,108 +162,29 @@ fn reads_in_runs(plan: &Arc<dyn ExecutionPlan>, column: usize) -> bool {
 
 /// A one-phase aggregate numbering its groups with [`KeyRunNumbers`]: the group, aggregates,
 /// filters, input and output of the [`AggregateExec`] it replaces.
-#[derive(Debug)]
-pub struct KeyRunAggregateExec {
-    aggregate: Arc<AggregateExec>,
-    metrics: ExecutionPlanMetricsSet,
-}
+pub type KeyRunAggregateExec = ReplacedAggregateExec<KeyRuns>;
 
-impl KeyRunAggregateExec {
-    fn new(aggregate: Arc<AggregateExec>) -> KeyRunAggregateExec {
-        KeyRunAggregateExec {
-            aggregate,
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
-    }
-}
+/// How [`KeyRunAggregateExec`] runs a partition: every group held until the input ends.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyRuns;
 
-impl DisplayAs for KeyRunAggregateExec {
-    fn fmt_as(&self, format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        /// The replaced aggregate as it displays itself.
-        struct Replaced<'a>(&'a AggregateExec, DisplayFormatType);
-        impl fmt::Display for Replaced<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                self.0.fmt_as(self.1, f)
-            }
-        }
-        let replaced = Replaced(&self.aggregate, format).to_string();
-        let details = replaced
-            .strip_prefix("AggregateExec: ")
-            .unwrap_or(&replaced);
-        write!(f, "KeyRunAggregateExec: {details}")
-    }
-}
-
-impl ExecutionPlan for KeyRunAggregateExec {
-    fn name(&self) -> &str {
-        "KeyRunAggregateExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.aggregate.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![self.aggregate.input()]
-    }
-
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        self.aggregate.apply_expressions(f)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-        options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let aggregate = self.aggregate.clone().replace_children(children, options)?;
-        let Some(aggregate) = aggregate.downcast_ref::<AggregateExec>() else {
-            return internal_err!("an aggregate's copy is not an aggregate");
-        };
-        Ok(Arc::new(Self::new(Arc::new(aggregate.clone()))))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-        self.replace_children(children, options)
-    }
-
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        self.aggregate.statistics_from_inputs(input_stats, args)
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        self.aggregate.child_stats_requests(partition)
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
+impl AggregateRun for KeyRuns {
+    const NAME: &'static str = "KeyRunAggregateExec";
 
     fn execute(
         &self,
+        aggregate: &Arc<AggregateExec>,
         partition: usize,
         context: Arc<TaskContext>,
+        metrics: &ExecutionPlanMetricsSet,
     ) -> Result<SendableRecordBatchStream> {
         let batch_rows = context.session_config().batch_size().max(1);
-        let reservation = MemoryConsumer::new(format!("KeyRunAggregateExec[{partition}]"))
+        let reservation = MemoryConsumer::new(format!("{}[{partition}]", Self::NAME))
             .register(context.memory_pool());
-        let mut input = self.aggregate.input().execute(partition, context)?;
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let runs_looked_up = MetricBuilder::new(&self.metrics).counter("runs_looked_up", partition);
-        let mut aggregation =
-            Aggregation::new(&self.aggregate, reservation, baseline, runs_looked_up)?;
-        let schema = self.aggregate.schema();
+        let mut input = aggregate.input().execute(partition, context)?;
+        let baseline = BaselineMetrics::new(metrics, partition);
+        let runs_looked_up = MetricBuilder::new(metrics).counter("runs_looked_up", partition);
+        let mut aggregation = Aggregation::new(aggregate, reservation, baseline, runs_looked_up)?;
         let answer = futures::stream::once(async move {
             while let Some(batch) = input.next().await {
                 aggregation.add(&batch?)?;
@@ -278,7 +196,10 @@ impl ExecutionPlan for KeyRunAggregateExec {
             Err(error) => futures::stream::once(async { Err(error) }).right_stream(),
         })
         .flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, answer)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            aggregate.schema(),
+            answer,
+        )))
     }
 }
 

@@ -61,6 +61,7 @@ mod plan_map;
 mod plan_reuse;
 pub mod prepared;
 mod query_shape;
+pub mod replaced_aggregate;
 mod row_estimate;
 pub mod runtime_filter_reach;
 mod scan_counters;

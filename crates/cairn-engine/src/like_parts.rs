@@ -185,23 +185,29 @@ mod tests {
         Some("specia requests"),
     ];
 
-    /// Arrow's own answer for `pattern` over `array`: LIKE compiled as Arrow compiles it.
-    fn arrow_answer(array: ArrayRef, pattern: &str, negated: bool) -> Vec<Option<bool>> {
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            "t",
-            array.data_type().clone(),
-            true,
-        )]));
-        let batch = RecordBatch::try_new(schema.clone(), vec![array]).unwrap();
+    /// `t [NOT] LIKE pattern` over a one-column batch holding `array` as `t`, and the batch.
+    fn like_over(
+        array: &ArrayRef,
+        pattern: &str,
+        negated: bool,
+    ) -> (Arc<dyn PhysicalExpr>, RecordBatch) {
+        let data_type = array.data_type().clone();
+        let schema = Arc::new(Schema::new(vec![Field::new("t", data_type.clone(), true)]));
+        // The pattern of the column's text type (a dictionary's compares as Utf8).
+        let pattern = match data_type {
+            DataType::LargeUtf8 => lit(ScalarValue::LargeUtf8(Some(pattern.to_string()))),
+            DataType::Utf8View => lit(ScalarValue::Utf8View(Some(pattern.to_string()))),
+            _ => lit(pattern),
+        };
         let column = col("t", &schema).unwrap();
-        let expr = like(
-            negated,
-            false,
-            column,
-            pattern_literal(&schema, pattern),
-            &schema,
-        )
-        .unwrap();
+        let expr = like(negated, false, column, pattern, &schema).unwrap();
+        let batch = RecordBatch::try_new(schema, vec![array.clone()]).unwrap();
+        (expr, batch)
+    }
+
+    /// Arrow's own answer, LIKE compiled as Arrow compiles it.
+    fn arrow_answer(array: &ArrayRef, pattern: &str, negated: bool) -> Vec<Option<bool>> {
+        let (expr, batch) = like_over(array, pattern, negated);
         let answer = expr
             .evaluate(&batch)
             .unwrap()
@@ -210,36 +216,10 @@ mod tests {
         answer.as_boolean().iter().collect()
     }
 
-    /// `pattern` as a literal of the text type of the schema's one column.
-    fn pattern_literal(schema: &Schema, pattern: &str) -> Arc<dyn PhysicalExpr> {
-        match schema.field(0).data_type() {
-            DataType::LargeUtf8 => lit(ScalarValue::LargeUtf8(Some(pattern.to_string()))),
-            DataType::Utf8View => lit(ScalarValue::Utf8View(Some(pattern.to_string()))),
-            _ => lit(pattern),
-        }
-    }
-
     fn parts_answer(array: &ArrayRef, pattern: &str, negated: bool) -> Vec<bool> {
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            "t",
-            array.data_type().clone(),
-            true,
-        )]));
-        let column = col("t", &schema).unwrap();
-        let expr = like(
-            negated,
-            false,
-            column,
-            pattern_literal(&schema, pattern),
-            &schema,
-        )
-        .unwrap();
+        let (expr, batch) = like_over(array, pattern, negated);
         let parts = LikeParts::of(&expr).expect("a pattern of several parts");
-        parts
-            .evaluate(std::slice::from_ref(array))
-            .unwrap()
-            .iter()
-            .collect()
+        parts.evaluate(batch.columns()).unwrap().iter().collect()
     }
 
     #[test]
@@ -269,7 +249,7 @@ mod tests {
             for pattern in patterns {
                 for negated in [false, true] {
                     // A missing value satisfies neither LIKE nor NOT LIKE.
-                    let expected: Vec<bool> = arrow_answer(layout.clone(), pattern, negated)
+                    let expected: Vec<bool> = arrow_answer(layout, pattern, negated)
                         .into_iter()
                         .map(|answer| answer == Some(true))
                         .collect();
