@@ -14,26 +14,27 @@
 //! keys' distinct-value estimates is at most [`ESTIMATED_GROUPS_MAX`]. Wrong estimates cost
 //! time, not answers: past [`GROUPS_MAX`] groups the aggregate hands on the partial states it
 //! holds and starts afresh, which a partial aggregate may do, the final one merging them.
-//! Small inputs keep DataFusion's aggregate, which plan_reuse.rs knows how to copy.
+//! Small inputs keep DataFusion's aggregate, which plan_reuse.rs knows how to copy
+//! (replaced_aggregate.rs says which aggregates may be replaced).
 
 use crate::group_numbers::{GroupNumbers, KEY_COLUMNS_MAX, numberable};
 use crate::laned_sums::{self, LanedAggregate};
-use crate::replaced_aggregate::{AggregateRun, ReplacedAggregateExec};
+use crate::replaced_aggregate::{
+    AggregateRun, ReplacedAggregateExec, plain_group_columns, replace_aggregates, replaceable,
+};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet};
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, SendableRecordBatchStream};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 
@@ -41,16 +42,8 @@ use std::sync::Arc;
 /// aggregate numbers its groups here.
 pub const ESTIMATED_GROUPS_MAX: usize = 1_024;
 
-/// Estimated input rows from which the rule acts: below, the numbering saves too little to
-/// give up a plan that plan_reuse.rs can copy for a short query's next statement.
-pub const INPUT_ROWS_MIN: usize = 100_000;
-
 /// Groups one aggregate holds before it hands their states on and starts afresh.
 pub const GROUPS_MAX: usize = 65_536;
-
-/// Aggregate functions whose states stay small (a number or two, one value) however many rows
-/// a group has.
-const SMALL_STATE_FUNCTIONS: [&str; 5] = ["sum", "count", "avg", "min", "max"];
 
 #[derive(Debug, Default)]
 pub struct FewGroupsAggregate;
@@ -64,19 +57,9 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
         if !crate::access_path::CairnOptions::is_on(config, |o| o.few_groups_aggregate) {
             return Ok(plan);
         }
-        plan.transform_up(|node| {
-            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            if !qualifies(aggregate)? {
-                return Ok(Transformed::no(node));
-            }
-            let replaced = FewGroupsAggregateExec::holding(Arc::new(aggregate.clone()), GROUPS_MAX);
-            Ok(Transformed::yes(
-                Arc::new(replaced) as Arc<dyn ExecutionPlan>
-            ))
+        replace_aggregates(plan, |aggregate| {
+            Ok(qualifies(aggregate)?.then(|| FewGroups::holding(GROUPS_MAX)))
         })
-        .data()
     }
 
     fn name(&self) -> &str {
@@ -92,47 +75,19 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
 /// [`KEY_COLUMNS_MAX`] columns of numberable types with few estimated values, over a large
 /// input, into accumulators of small states.
 fn qualifies(aggregate: &AggregateExec) -> Result<bool> {
-    let group_by = aggregate.group_expr();
-    let plain = *aggregate.mode() == AggregateMode::Partial
-        && group_by.is_single()
-        && !group_by.expr().is_empty()
-        && group_by.expr().len() <= KEY_COLUMNS_MAX
-        && aggregate.limit_options().is_none()
-        && aggregate.dynamic_expressions_produced().is_empty()
-        && *aggregate.input_order_mode() == InputOrderMode::Linear;
-    if !plain {
+    let Some(key_columns) = plain_group_columns(aggregate, KEY_COLUMNS_MAX) else {
         return Ok(false);
-    }
-    let small_states = aggregate.aggr_expr().iter().all(|expr| {
-        SMALL_STATE_FUNCTIONS.contains(&expr.fun().name())
-            && !expr.is_distinct()
-            && expr.order_bys().is_empty()
-            && expr.groups_accumulator_supported()
-    });
-    if !small_states {
-        return Ok(false);
-    }
+    };
     let input_schema = aggregate.input().schema();
-    let mut key_columns = Vec::with_capacity(group_by.expr().len());
-    for (expr, _) in group_by.expr() {
-        let Some(column) = expr.downcast_ref::<Column>() else {
-            return Ok(false);
-        };
-        if !numberable(input_schema.field(column.index()).data_type()) {
-            return Ok(false);
-        }
-        key_columns.push(column.index());
+    let numbered = key_columns
+        .iter()
+        .all(|&column| numberable(input_schema.field(column).data_type()));
+    if *aggregate.mode() != AggregateMode::Partial || !numbered {
+        return Ok(false);
     }
     let statistics =
         StatisticsContext::new().compute(aggregate.input().as_ref(), &StatisticsArgs::new())?;
-    Ok(enough_rows(&statistics) && few_groups(&statistics, &key_columns))
-}
-
-fn enough_rows(statistics: &Statistics) -> bool {
-    match statistics.num_rows {
-        Precision::Exact(rows) | Precision::Inexact(rows) => rows >= INPUT_ROWS_MIN,
-        Precision::Absent => false,
-    }
+    Ok(replaceable(aggregate, &statistics.num_rows) && few_groups(&statistics, &key_columns))
 }
 
 /// Whether the keys at `key_columns` are estimated to hold at most [`ESTIMATED_GROUPS_MAX`]
@@ -166,10 +121,10 @@ pub struct FewGroups {
     groups_max: usize,
 }
 
-impl FewGroupsAggregateExec {
-    fn holding(aggregate: Arc<AggregateExec>, groups_max: usize) -> FewGroupsAggregateExec {
+impl FewGroups {
+    fn holding(groups_max: usize) -> FewGroups {
         assert!(groups_max > 0, "an aggregate must hold a group");
-        ReplacedAggregateExec::new(aggregate, FewGroups { groups_max })
+        FewGroups { groups_max }
     }
 }
 
@@ -435,20 +390,10 @@ mod tests {
 
     /// `plan` with its partial aggregate replaced by one holding at most `groups_max` groups.
     fn replaced(plan: Arc<dyn ExecutionPlan>, groups_max: usize) -> Arc<dyn ExecutionPlan> {
-        plan.transform_up(|node| {
-            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            if *aggregate.mode() != AggregateMode::Partial {
-                return Ok(Transformed::no(node));
-            }
-            let aggregate = Arc::new(aggregate.clone());
-            let replaced = FewGroupsAggregateExec::holding(aggregate, groups_max);
-            Ok(Transformed::yes(
-                Arc::new(replaced) as Arc<dyn ExecutionPlan>
-            ))
+        replace_aggregates(plan, |aggregate| {
+            let partial = *aggregate.mode() == AggregateMode::Partial;
+            Ok(partial.then(|| FewGroups::holding(groups_max)))
         })
-        .data()
         .unwrap()
     }
 

@@ -18,13 +18,13 @@
 
 use crate::co_partitioned_join::StoragePartitionedExec;
 use crate::key_runs::{KeyRunNumbers, numberable};
-use crate::replaced_aggregate::{AggregateRun, ReplacedAggregateExec};
+use crate::replaced_aggregate::{
+    AggregateRun, ReplacedAggregateExec, plain_group_columns, replace_aggregates, replaceable,
+};
 use crate::scan_exec::DatasetScanExec;
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
@@ -39,17 +39,9 @@ use datafusion::physical_plan::metrics::{
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, SendableRecordBatchStream};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::StreamExt;
 use std::sync::Arc;
-
-/// Estimated input rows from which the rule acts: below, numbering by runs saves too little
-/// to give up a plan that plan_reuse.rs can copy for a short query's next statement.
-pub const INPUT_ROWS_MIN: usize = 100_000;
-
-/// Aggregate functions whose states stay small (a number or two, one value) however many rows
-/// a group has.
-const SMALL_STATE_FUNCTIONS: [&str; 5] = ["sum", "count", "avg", "min", "max"];
 
 #[derive(Debug, Default)]
 pub struct KeyRunAggregate;
@@ -64,19 +56,9 @@ impl PhysicalOptimizerRule for KeyRunAggregate {
         if !options.is_some_and(|o| o.key_run_aggregate && o.query_memory_bytes == 0) {
             return Ok(plan);
         }
-        plan.transform_up(|node| {
-            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            if !qualifies(aggregate)? {
-                return Ok(Transformed::no(node));
-            }
-            let replaced = KeyRunAggregateExec::new(Arc::new(aggregate.clone()), KeyRuns);
-            Ok(Transformed::yes(
-                Arc::new(replaced) as Arc<dyn ExecutionPlan>
-            ))
+        replace_aggregates(plan, |aggregate| {
+            Ok(qualifies(aggregate)?.then_some(KeyRuns))
         })
-        .data()
     }
 
     fn name(&self) -> &str {
@@ -89,44 +71,25 @@ impl PhysicalOptimizerRule for KeyRunAggregate {
 }
 
 /// Whether `aggregate` is a one-phase aggregate this may replace: plain grouping by one
-/// integer column that a full scan below reads in runs (see [`reads_in_runs`]), over a large
-/// input, into accumulators of small states.
+/// integer column that a full scan below reads in runs (see [`reads_in_runs`]), and
+/// [`replaceable`].
 fn qualifies(aggregate: &AggregateExec) -> Result<bool> {
-    let group_by = aggregate.group_expr();
-    let plain = matches!(
+    let one_phase = matches!(
         aggregate.mode(),
         AggregateMode::Single | AggregateMode::SinglePartitioned
-    ) && group_by.is_single()
-        && group_by.expr().len() == 1
-        && aggregate.limit_options().is_none()
-        && aggregate.dynamic_expressions_produced().is_empty()
-        && *aggregate.input_order_mode() == InputOrderMode::Linear;
-    if !plain {
-        return Ok(false);
-    }
-    let small_states = aggregate.aggr_expr().iter().all(|expr| {
-        SMALL_STATE_FUNCTIONS.contains(&expr.fun().name())
-            && !expr.is_distinct()
-            && expr.order_bys().is_empty()
-            && expr.groups_accumulator_supported()
-    });
-    if !small_states {
-        return Ok(false);
-    }
-    let Some(column) = group_by.expr()[0].0.downcast_ref::<Column>() else {
+    );
+    let Some(&[column]) = plain_group_columns(aggregate, 1).as_deref() else {
         return Ok(false);
     };
     let input = aggregate.input();
-    if !numberable(input.schema().field(column.index()).data_type())
-        || !reads_in_runs(input, column.index())
+    if !one_phase
+        || !numberable(input.schema().field(column).data_type())
+        || !reads_in_runs(input, column)
     {
         return Ok(false);
     }
     let statistics = StatisticsContext::new().compute(input.as_ref(), &StatisticsArgs::new())?;
-    Ok(match statistics.num_rows {
-        Precision::Exact(rows) | Precision::Inexact(rows) => rows >= INPUT_ROWS_MIN,
-        Precision::Absent => false,
-    })
+    Ok(replaceable(aggregate, &statistics.num_rows))
 }
 
 /// Whether column `column` of `plan`'s output is a full scan's leading key field, passed up

@@ -4,21 +4,73 @@
 //! Each replaces an [`AggregateExec`] whose groups it numbers its own way, and answers what
 //! that aggregate answers: same groups, aggregates, filters, input, output schema, partitions
 //! and statistics. [`ReplacedAggregateExec`] delegates all of those to the aggregate it holds
-//! and leaves only the run of a partition to its [`AggregateRun`].
+//! and leaves only the run of a partition to its [`AggregateRun`]. Both rules replace only
+//! aggregates that [`replaceable`] says they may.
 
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs};
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
-    ReplaceChildrenOptions, SendableRecordBatchStream,
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
+    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
 };
 use std::fmt;
 use std::sync::Arc;
+
+/// Estimated input rows from which an aggregate is replaced: below, numbering groups another
+/// way saves too little to give up a plan that plan_reuse.rs can copy for a short query's
+/// next statement.
+pub const INPUT_ROWS_MIN: usize = 100_000;
+
+/// Aggregate functions whose states stay small (a number or two, one value) however many rows
+/// a group has.
+const SMALL_STATE_FUNCTIONS: [&str; 5] = ["sum", "count", "avg", "min", "max"];
+
+/// The input columns `aggregate` groups by, when its grouping is plain: one grouping set of
+/// one to `keys_max` plain columns, no limit pushed into it, no dynamic filter made by it,
+/// input in no particular order.
+pub(crate) fn plain_group_columns(
+    aggregate: &AggregateExec,
+    keys_max: usize,
+) -> Option<Vec<usize>> {
+    let group_by = aggregate.group_expr();
+    let plain = group_by.is_single()
+        && (1..=keys_max).contains(&group_by.expr().len())
+        && aggregate.limit_options().is_none()
+        && aggregate.dynamic_expressions_produced().is_empty()
+        && *aggregate.input_order_mode() == InputOrderMode::Linear;
+    if !plain {
+        return None;
+    }
+    group_by
+        .expr()
+        .iter()
+        .map(|(expr, _)| expr.downcast_ref::<Column>().map(Column::index))
+        .collect()
+}
+
+/// Whether `aggregate` computes only aggregates of small states with DataFusion's group
+/// accumulators (no `DISTINCT`, no `ORDER BY` within them), over an input of `input_rows`
+/// estimated at [`INPUT_ROWS_MIN`] or more.
+pub(crate) fn replaceable(aggregate: &AggregateExec, input_rows: &Precision<usize>) -> bool {
+    let small_states = aggregate.aggr_expr().iter().all(|expr| {
+        SMALL_STATE_FUNCTIONS.contains(&expr.fun().name())
+            && !expr.is_distinct()
+            && expr.order_bys().is_empty()
+            && expr.groups_accumulator_supported()
+    });
+    small_states
+        && match input_rows {
+            Precision::Exact(rows) | Precision::Inexact(rows) => *rows >= INPUT_ROWS_MIN,
+            Precision::Absent => false,
+        }
+}
 
 /// How a replaced aggregate runs one partition of its input.
 pub trait AggregateRun: fmt::Debug + Clone + Send + Sync + 'static {
@@ -33,6 +85,26 @@ pub trait AggregateRun: fmt::Debug + Clone + Send + Sync + 'static {
         context: Arc<TaskContext>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> Result<SendableRecordBatchStream>;
+}
+
+/// `plan` with every aggregate for which `run_for` gives a run replaced by one run so.
+pub(crate) fn replace_aggregates<R: AggregateRun>(
+    plan: Arc<dyn ExecutionPlan>,
+    run_for: impl Fn(&AggregateExec) -> Result<Option<R>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|node| {
+        let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(run) = run_for(aggregate)? else {
+            return Ok(Transformed::no(node));
+        };
+        let replaced = ReplacedAggregateExec::new(Arc::new(aggregate.clone()), run);
+        Ok(Transformed::yes(
+            Arc::new(replaced) as Arc<dyn ExecutionPlan>
+        ))
+    })
+    .data()
 }
 
 /// `aggregate` run by `run`.
