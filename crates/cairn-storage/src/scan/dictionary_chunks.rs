@@ -8,7 +8,7 @@
 //! hybrid encoding, after one byte giving their bit width and, in a version 1 page of a
 //! nullable column, the definition levels behind their 4-byte length.
 
-use super::page_gather::{FixedWidthLeaf, fixed_width_array};
+use super::page_gather::{FixedWidthLeaf, bits_at, fixed_width_from_bits};
 use super::range_bits::{StoredOrder, order_keys};
 use super::text_lengths::packed_value;
 use crate::component::{DiskComponent, parquet_error};
@@ -26,8 +26,8 @@ const ENTRY_BITS_MAX: u32 = 32;
 /// decoded.
 #[derive(Debug)]
 pub(super) struct DictionaryChunk {
-    /// The entries' values, `width` little-endian bytes each, end to end.
-    entries: Vec<u8>,
+    /// Each entry's value as its little-endian bit pattern (a 32-bit value's in the low half).
+    entry_bits: Vec<u64>,
     /// The entries' order keys, to test against a comparison's bounds.
     entry_keys: Vec<i64>,
     width: usize,
@@ -154,9 +154,15 @@ impl DictionaryChunk {
                 "an entry number past the dictionary's {entry_count}"
             ))));
         }
+        let entry_bits = (0..entry_count)
+            .map(|entry| match leaf.width {
+                8 => bits_at::<8>(&entries, entry * 8),
+                _ => bits_at::<4>(&entries, entry * 4),
+            })
+            .collect();
         Ok(Some(DictionaryChunk {
             entry_keys: order_keys(&entries, leaf.width, StoredOrder::of(&leaf.arrow_type)),
-            entries,
+            entry_bits,
             width: leaf.width,
             arrow_type: leaf.arrow_type.clone(),
             rows,
@@ -201,12 +207,10 @@ impl DictionaryChunk {
     /// The values of the rows at `offsets` (ascending row-group offsets, each below
     /// [`DictionaryChunk::len`]), in order.
     pub(super) fn gather(&self, offsets: &[u64]) -> Result<ArrayRef> {
-        let mut values = Vec::with_capacity(offsets.len() * self.width);
-        for &offset in offsets {
-            let at = self.rows[offset as usize] as usize * self.width;
-            values.extend_from_slice(&self.entries[at..at + self.width]);
-        }
-        fixed_width_array(&self.arrow_type, self.width, &values)
+        let bits = offsets
+            .iter()
+            .map(|&offset| self.entry_bits[self.rows[offset as usize] as usize]);
+        fixed_width_from_bits(&self.arrow_type, self.width, bits)
     }
 }
 

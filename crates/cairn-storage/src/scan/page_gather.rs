@@ -285,35 +285,39 @@ fn gather_plain<T: ArrowNativeType, const W: usize>(
     Ok(Some(make_array(data)))
 }
 
-/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding the values whose
-/// little-endian bytes `values` holds end to end.
-pub(crate) fn fixed_width_array(
+/// An array of `arrow_type` (32- or 64-bit wide, as `width` says) holding, in order, the
+/// values whose little-endian bit patterns `bits` yields (a 32-bit value's in the low half).
+pub(crate) fn fixed_width_from_bits(
     arrow_type: &DataType,
     width: usize,
-    values: &[u8],
+    bits: impl Iterator<Item = u64>,
 ) -> Result<ArrayRef> {
     // Typed, so that the buffer has the values' alignment.
-    fn decoded<T: arrow::datatypes::ArrowNativeType, const W: usize>(
-        values: &[u8],
-        from_le_bytes: fn([u8; W]) -> T,
-    ) -> (usize, Buffer) {
-        let values: Vec<T> = values
-            .as_chunks()
-            .0
-            .iter()
-            .map(|v| from_le_bytes(*v))
-            .collect();
-        (values.len(), Buffer::from_vec(values))
-    }
     let (rows, buffer) = match width {
-        8 => decoded(values, i64::from_le_bytes),
-        _ => decoded(values, i32::from_le_bytes),
+        8 => {
+            let values: Vec<u64> = bits.collect();
+            (values.len(), Buffer::from_vec(values))
+        }
+        _ => {
+            let values: Vec<u32> = bits.map(|value| value as u32).collect();
+            (values.len(), Buffer::from_vec(values))
+        }
     };
     let data = ArrayData::builder(arrow_type.clone())
         .len(rows)
         .add_buffer(buffer)
         .build()?;
     Ok(make_array(data))
+}
+
+/// The `W`-byte little-endian value at byte `at` of `bytes`, widened to 64 bits. A width
+/// known when compiled makes this one load, where a copy of a width known only at run time
+/// was a call per value.
+#[inline]
+pub(crate) fn bits_at<const W: usize>(bytes: &[u8], at: usize) -> u64 {
+    let mut value = [0u8; 8];
+    value[..W].copy_from_slice(&bytes[at..at + W]);
+    u64::from_le_bytes(value)
 }
 
 /// A flat fixed-width column's chunk in one row group: its leaf, width and type, whether its

@@ -10,7 +10,7 @@
 //! flat column without nulls ends in its values, whatever definition levels precede them.
 
 use super::dictionary_chunks::DictionaryChunk;
-use super::page_gather::{FixedWidthLeaf, fixed_width_array, fixed_width_leaf};
+use super::page_gather::{FixedWidthLeaf, bits_at, fixed_width_from_bits, fixed_width_leaf};
 use super::range_bits::{StoredOrder, append_in_range};
 use super::{ColumnComparison, ComparisonOp};
 use crate::component::DiskComponent;
@@ -44,6 +44,25 @@ struct PlainChunk {
 }
 
 impl PlainChunk {
+    /// The bit patterns of the `W`-byte values of the rows at `offsets` (ascending), in
+    /// order; the pages hold every row below the chunk's length (`plain_chunk` checks), so
+    /// each offset finds its page.
+    fn gather_bits<const W: usize>(&self, offsets: &[u64]) -> Vec<u64> {
+        let mut pages = self.pages.iter().peekable();
+        let mut bits = Vec::with_capacity(offsets.len());
+        for &offset in offsets {
+            while pages
+                .next_if(|page| page.first_row + page.rows <= offset)
+                .is_some()
+            {}
+            if let Some(page) = pages.peek() {
+                let at = page.values_start + (offset - page.first_row) as usize * W;
+                bits.push(bits_at::<W>(&self.bytes, at));
+            }
+        }
+        bits
+    }
+
     /// The pages holding rows `start..end`, each with the part of them in it (as offsets into
     /// the page).
     fn segments(
@@ -129,21 +148,11 @@ impl StoredChunk {
             StoredChunk::Plain(chunk) => chunk,
             StoredChunk::Dictionary(chunk) => return chunk.gather(offsets),
         };
-        // The value bytes of each offset's row, in order; the pages hold every row below
-        // `len` (plain_chunk checks), so each offset finds its page.
-        let mut pages = chunk.pages.iter().peekable();
-        let mut stored = Vec::with_capacity(offsets.len() * chunk.width);
-        for &offset in offsets {
-            while pages
-                .next_if(|page| page.first_row + page.rows <= offset)
-                .is_some()
-            {}
-            if let Some(page) = pages.peek() {
-                let at = page.values_start + (offset - page.first_row) as usize * chunk.width;
-                stored.extend_from_slice(&chunk.bytes[at..at + chunk.width]);
-            }
-        }
-        fixed_width_array(&chunk.arrow_type, chunk.width, &stored)
+        let bits = match chunk.width {
+            8 => chunk.gather_bits::<8>(offsets),
+            _ => chunk.gather_bits::<4>(offsets),
+        };
+        fixed_width_from_bits(&chunk.arrow_type, chunk.width, bits.into_iter())
     }
 }
 
