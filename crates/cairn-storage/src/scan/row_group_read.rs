@@ -41,7 +41,10 @@ impl PartitionScan {
             self.rows_tested_stored += read.rows();
             let passed = read.live_passing(&stored, matched);
             let dense = !reads_sparsely(run_count(&passed), read.rows() as usize, page_rows);
-            return Ok((vec![stored.gather(&passed)?], dense));
+            self.rows_gathered_stored += passed.len() as u64;
+            // Text stored as dictionaries is gathered as dictionary arrays.
+            let gathered = as_text_or_views(stored.gather(&passed)?, |name| self.is_viewed(name))?;
+            return Ok((vec![gathered], dense));
         }
         let mut out = Vec::new();
         let (mut runs, mut rows_read) = (0, 0);
@@ -151,7 +154,8 @@ impl PartitionScan {
                 rows_read = read.rows() as usize;
                 self.rows_tested_stored += read.rows();
                 passed_offsets = read.live_passing(stored, matched);
-                passed_parts.push(stored.gather(&passed_offsets)?);
+                let gathered = stored.gather(&passed_offsets)?;
+                passed_parts.push(as_text_or_views(gathered, |name| self.is_viewed(name))?);
             }
             None => {
                 let ready = narrow.dictionary_ready().iter().map(|&p| filter_dataset[p]);
