@@ -12,7 +12,6 @@ pub(crate) struct ScanCounters {
     found_empty: Count,
     read_late: Count,
     tested_stored: Count,
-    gathered_stored: Count,
     tested_at_runtime: Count,
     dropped_at_runtime: Count,
     counted_unread: Count,
@@ -28,7 +27,6 @@ impl ScanCounters {
             found_empty: counter("units_found_empty"),
             read_late: counter("rows_read_late"),
             tested_stored: counter("rows_tested_stored"),
-            gathered_stored: counter("rows_gathered_stored"),
             tested_at_runtime: counter("rows_tested_at_runtime"),
             dropped_at_runtime: counter("rows_dropped_at_runtime"),
             counted_unread: counter("text_values_counted_unread"),
@@ -42,7 +40,6 @@ impl ScanCounters {
         self.found_empty.add(scan.units_found_empty as usize);
         self.read_late.add(scan.rows_read_late as usize);
         self.tested_stored.add(scan.rows_tested_stored as usize);
-        self.gathered_stored.add(scan.rows_gathered_stored as usize);
         self.tested_at_runtime
             .add(scan.rows_tested_at_runtime as usize);
         self.dropped_at_runtime

@@ -235,9 +235,6 @@ pub struct PartitionScan {
     /// Rows of disk components whose filter was tested on the stored values, without
     /// decoding their pages (see stored_comparisons.rs).
     pub rows_tested_stored: u64,
-    /// Passing rows of row groups read with every column at once whose projected columns
-    /// were all gathered from their stored values, none decoded (see stored_comparisons.rs).
-    pub rows_gathered_stored: u64,
     /// Rows that passed the filter and were then tested against the runtime filter, and how
     /// many of them it dropped before their other columns were decoded.
     pub rows_tested_at_runtime: u64,
@@ -634,7 +631,6 @@ impl Dataset {
                 rows_read_eagerly: 0,
                 eager_would_do: false,
                 rows_tested_stored: 0,
-                rows_gathered_stored: 0,
                 rows_tested_at_runtime: 0,
                 rows_dropped_at_runtime: 0,
                 values_counted_unread: 0,

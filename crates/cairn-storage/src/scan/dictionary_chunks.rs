@@ -1,124 +1,52 @@
-//! Dictionary-encoded column chunks as a scan's stored comparisons read them: each dictionary
-//! entry is tested once, and a row passes when its entry does, so no page is decoded into
-//! values and only the passing rows' values are taken from the dictionary. TPC-H's discounts
-//! and quantities (eleven and fifty doubles) are stored so, and Q6 tests both on every one of
-//! six million lines. A text chunk so stored (TPC-H's return flags and line statuses) is not
-//! tested but gathered with the rest, as a dictionary array over its entries.
+//! Dictionary-encoded fixed-width column chunks as a scan's stored comparisons read them: each
+//! dictionary entry is tested once, and a row passes when its entry does, so no page is
+//! decoded into values and only the passing rows' values are taken from the dictionary.
+//! TPC-H's discounts and quantities (eleven and fifty doubles) are stored so, and Q6 tests
+//! both on every one of six million lines.
 //!
 //! A data page of such a chunk holds its rows' entry numbers in Parquet's RLE / bit-packed
 //! hybrid encoding, after one byte giving their bit width and, in a version 1 page of a
 //! nullable column, the definition levels behind their 4-byte length.
 
-use super::page_gather::{bits_at, fixed_width_from_bits};
+use super::page_gather::{FixedWidthLeaf, bits_at, fixed_width_from_bits};
 use super::range_bits::{StoredOrder, order_keys};
 use super::text_lengths::packed_value;
 use crate::component::{DiskComponent, parquet_error};
 use crate::error::{Result, StorageError};
-use arrow::array::{ArrayRef, BooleanBufferBuilder, DictionaryArray, Int32Array, StringArray};
-use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, Int32Type};
+use arrow::array::{ArrayRef, BooleanBufferBuilder};
+use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::basic::Encoding;
 use parquet::column::page::{Page, PageReader};
-use std::sync::Arc;
 
 /// Entry numbers wider than this are not Parquet's (a dictionary holds at most 2^31 entries).
 const ENTRY_BITS_MAX: u32 = 32;
 
-/// A dictionary-encoded chunk in one row group, its entry numbers decoded.
+/// A dictionary-encoded chunk of a fixed-width column in one row group, its entry numbers
+/// decoded.
 #[derive(Debug)]
 pub(super) struct DictionaryChunk {
-    entries: Entries,
+    /// Each entry's value as its little-endian bit pattern (a 32-bit value's in the low half).
+    entry_bits: Vec<u64>,
+    /// The entries' order keys, to test against a comparison's bounds.
+    entry_keys: Vec<i64>,
+    width: usize,
+    arrow_type: DataType,
     /// Every row's entry number, in row order.
     rows: Vec<u32>,
 }
 
-/// What a dictionary chunk's entries are stored as.
-#[derive(Debug, Clone)]
-pub(super) enum EntryType {
-    /// Fixed-width values, as [`FixedWidthLeaf`](super::page_gather::FixedWidthLeaf) describes
-    /// them.
-    Fixed { width: usize, arrow_type: DataType },
-    /// Text: Parquet byte arrays, each behind its 4-byte little-endian length.
-    Text,
-}
-
-/// A dictionary's entries.
-#[derive(Debug)]
-enum Entries {
-    Fixed {
-        /// Each entry's value as its little-endian bit pattern (a 32-bit value's in the low
-        /// half).
-        bits: Vec<u64>,
-        /// The entries' order keys, to test against a comparison's bounds.
-        keys: Vec<i64>,
-        width: usize,
-        arrow_type: DataType,
-    },
-    Text(StringArray),
-}
-
-impl Entries {
-    /// The `count` entries of a dictionary page holding `stored`; `None` when it is cut short
-    /// or its text is not UTF-8.
-    fn parse(stored: &[u8], count: usize, entry_type: &EntryType) -> Option<Entries> {
-        match entry_type {
-            EntryType::Fixed { width, arrow_type } => {
-                let stored = stored.get(..count.checked_mul(*width)?)?;
-                let bits = (0..count)
-                    .map(|entry| match width {
-                        8 => bits_at::<8>(stored, entry * 8),
-                        _ => bits_at::<4>(stored, entry * 4),
-                    })
-                    .collect();
-                Some(Entries::Fixed {
-                    bits,
-                    keys: order_keys(stored, *width, StoredOrder::of(arrow_type)),
-                    width: *width,
-                    arrow_type: arrow_type.clone(),
-                })
-            }
-            EntryType::Text => {
-                let mut offsets = Vec::with_capacity(count + 1);
-                let mut text = Vec::with_capacity(stored.len());
-                offsets.push(0i32);
-                let mut rest = stored;
-                for _ in 0..count {
-                    let (length, after) = rest.split_first_chunk::<4>()?;
-                    let length = u32::from_le_bytes(*length) as usize;
-                    let value = after.get(..length)?;
-                    text.extend_from_slice(value);
-                    offsets.push(i32::try_from(text.len()).ok()?);
-                    rest = &after[length..];
-                }
-                let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-                StringArray::try_new(offsets, Buffer::from_vec(text), None)
-                    .ok()
-                    .map(Entries::Text)
-            }
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Entries::Fixed { bits, .. } => bits.len(),
-            Entries::Text(values) => arrow::array::Array::len(values),
-        }
-    }
-}
-
 impl DictionaryChunk {
-    /// The chunk of leaf column `leaf`, of entries of `entry_type`, in `row_group` of
-    /// `component` (whose footer with its page locations is `paged`); `None` when some data
-    /// page falls back to plain values (the writer's dictionary grew too large), or the chunk
-    /// has no page locations.
+    /// The chunk `leaf` describes in `row_group` of `component` (whose footer with its page
+    /// locations is `paged`); `None` when some data page falls back to plain values (the
+    /// writer's dictionary grew too large), or the chunk has no page locations.
     pub(super) fn read(
         component: &DiskComponent,
         paged: &ArrowReaderMetadata,
         row_group: usize,
-        leaf: usize,
-        entry_type: EntryType,
+        leaf: &FixedWidthLeaf,
     ) -> Result<Option<DictionaryChunk>> {
+        debug_assert!(leaf.dictionary, "a dictionary-encoded leaf");
         let corrupt = |message: String| StorageError::corrupt(&component.path, message);
         let footer = paged.metadata();
         let Some(group) = footer.row_groups().get(row_group) else {
@@ -127,17 +55,17 @@ impl DictionaryChunk {
         let Some(locations) = footer
             .offset_index()
             .and_then(|index| index.get(row_group))
-            .and_then(|columns| columns.get(leaf))
+            .and_then(|columns| columns.get(leaf.leaf))
             .map(|index| index.page_locations().to_vec())
         else {
             return Ok(None);
         };
         let group_rows = group.num_rows().max(0) as usize;
-        let nullable = paged.parquet_schema().column(leaf).max_def_level() > 0;
-        let mut reader = component.page_reader(group.column(leaf), group_rows, locations)?;
-        let mut entries: Option<Entries> = None;
+        let nullable = paged.parquet_schema().column(leaf.leaf).max_def_level() > 0;
+        let mut reader = component.page_reader(group.column(leaf.leaf), group_rows, locations)?;
+        let mut entries: Option<Vec<u8>> = None;
         let mut rows = Vec::with_capacity(group_rows);
-        let where_ = |what: &str| format!("row group {row_group} column {leaf}: {what}");
+        let where_ = |what: &str| format!("row group {row_group} column {}: {what}", leaf.leaf);
         while let Some(page) = reader
             .get_next_page()
             .map_err(|e| parquet_error(&component.path, e))?
@@ -146,10 +74,11 @@ impl DictionaryChunk {
                 Page::DictionaryPage {
                     buf, num_values, ..
                 } => {
-                    let parsed = Entries::parse(&buf, num_values as usize, &entry_type);
-                    entries = Some(parsed.ok_or_else(|| {
-                        corrupt(where_("a dictionary page is cut short or not text"))
-                    })?);
+                    let bytes = num_values as usize * leaf.width;
+                    let stored = buf
+                        .get(..bytes)
+                        .ok_or_else(|| corrupt(where_("a dictionary page is cut short")))?;
+                    entries = Some(stored.to_vec());
                     continue;
                 }
                 Page::DataPage {
@@ -213,7 +142,7 @@ impl DictionaryChunk {
                 rows.len()
             ))));
         }
-        let entry_count = entries.len();
+        let entry_count = entries.len() / leaf.width;
         // `max`, not `any`: a loop without an early exit is vectorized.
         if rows
             .iter()
@@ -225,7 +154,19 @@ impl DictionaryChunk {
                 "an entry number past the dictionary's {entry_count}"
             ))));
         }
-        Ok(Some(DictionaryChunk { entries, rows }))
+        let entry_bits = (0..entry_count)
+            .map(|entry| match leaf.width {
+                8 => bits_at::<8>(&entries, entry * 8),
+                _ => bits_at::<4>(&entries, entry * 4),
+            })
+            .collect();
+        Ok(Some(DictionaryChunk {
+            entry_keys: order_keys(&entries, leaf.width, StoredOrder::of(&leaf.arrow_type)),
+            entry_bits,
+            width: leaf.width,
+            arrow_type: leaf.arrow_type.clone(),
+            rows,
+        }))
     }
 
     /// Appends to `out` one bit per row of `rows` (row-group offsets): whether its entry's
@@ -238,21 +179,20 @@ impl DictionaryChunk {
         out: &mut BooleanBufferBuilder,
     ) {
         let entries = &self.rows[rows.start as usize..rows.end as usize];
-        let Entries::Fixed { keys, .. } = &self.entries else {
-            // Text is never compared here (StoredComparisons::new refuses it): no row passes.
-            out.append_n(entries.len(), false);
-            return;
-        };
         let passes = |key: &i64| (low..=high).contains(key);
         // A dictionary of at most 64 entries answers from one word, without a bounds check
         // per row: TPC-H's discounts and quantities are eleven and fifty.
-        if keys.len() <= 64 {
-            let passing = keys.iter().enumerate().fold(0u64, |word, (entry, key)| {
-                word | (passes(key) as u64) << entry
-            });
+        if self.entry_keys.len() <= 64 {
+            let passing = self
+                .entry_keys
+                .iter()
+                .enumerate()
+                .fold(0u64, |word, (entry, key)| {
+                    word | (passes(key) as u64) << entry
+                });
             append_passing(entries, passing, out);
         } else {
-            let passing: Vec<bool> = keys.iter().map(passes).collect();
+            let passing: Vec<bool> = self.entry_keys.iter().map(passes).collect();
             append_words(entries, out, |entry| {
                 passing.get(entry as usize).copied().unwrap_or(false) as u64
             });
@@ -267,26 +207,10 @@ impl DictionaryChunk {
     /// The values of the rows at `offsets` (ascending row-group offsets, each below
     /// [`DictionaryChunk::len`]), in order.
     pub(super) fn gather(&self, offsets: &[u64]) -> Result<ArrayRef> {
-        let entry_of = |&offset: &u64| self.rows[offset as usize];
-        match &self.entries {
-            Entries::Fixed {
-                bits,
-                width,
-                arrow_type,
-                ..
-            } => {
-                let bits = offsets.iter().map(|offset| bits[entry_of(offset) as usize]);
-                fixed_width_from_bits(arrow_type, *width, bits)
-            }
-            Entries::Text(values) => {
-                // Entry numbers were checked against the dictionary's size when read.
-                let keys = Int32Array::from_iter_values(offsets.iter().map(|o| entry_of(o) as i32));
-                let values: ArrayRef = Arc::new(values.clone());
-                Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
-                    keys, values,
-                )?))
-            }
-        }
+        let bits = offsets
+            .iter()
+            .map(|&offset| self.entry_bits[self.rows[offset as usize] as usize]);
+        fixed_width_from_bits(&self.arrow_type, self.width, bits)
     }
 }
 

@@ -373,40 +373,6 @@ pub(crate) fn fixed_width_leaf(
     })
 }
 
-/// The leaf of column `column` (of the dataset schema) in `row_group`, when the footer says
-/// it is a flat text column whose chunk there holds no null and is dictionary-encoded (its
-/// pages may still fall back to plain values, which its reader must check page by page).
-pub(crate) fn text_dictionary_leaf(
-    footer: &ArrowReaderMetadata,
-    row_group: usize,
-    column: usize,
-) -> Option<usize> {
-    let field = footer.schema().fields().get(column)?;
-    if field.data_type() != &DataType::Utf8 {
-        return None;
-    }
-    let schema = footer.parquet_schema();
-    let leaf =
-        (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
-    let descriptor = schema.column(leaf);
-    let chunk = footer.metadata().row_groups().get(row_group)?.column(leaf);
-    let fits = descriptor.path().parts().len() == 1
-        && descriptor.max_rep_level() == 0
-        && chunk.column_type() == PhysicalType::BYTE_ARRAY
-        && chunk.dictionary_page_offset().is_some()
-        && chunk.encodings().all(|e| {
-            matches!(
-                e,
-                Encoding::PLAIN
-                    | Encoding::RLE
-                    | Encoding::RLE_DICTIONARY
-                    | Encoding::PLAIN_DICTIONARY
-            )
-        })
-        && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
-    fits.then_some(leaf)
-}
-
 /// [`fixed_width_leaf`] when its chunk is plain, without a dictionary.
 pub(crate) fn plain_leaf(
     footer: &ArrowReaderMetadata,

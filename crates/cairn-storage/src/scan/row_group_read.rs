@@ -41,10 +41,7 @@ impl PartitionScan {
             self.rows_tested_stored += read.rows();
             let passed = read.live_passing(&stored, matched);
             let dense = !reads_sparsely(run_count(&passed), read.rows() as usize, page_rows);
-            self.rows_gathered_stored += passed.len() as u64;
-            // Text stored as dictionaries is gathered as dictionary arrays.
-            let gathered = as_text_or_views(stored.gather(&passed)?, |name| self.is_viewed(name))?;
-            return Ok((vec![gathered], dense));
+            return Ok((vec![stored.gather(&passed)?], dense));
         }
         let mut out = Vec::new();
         let (mut runs, mut rows_read) = (0, 0);
@@ -154,8 +151,7 @@ impl PartitionScan {
                 rows_read = read.rows() as usize;
                 self.rows_tested_stored += read.rows();
                 passed_offsets = read.live_passing(stored, matched);
-                let gathered = stored.gather(&passed_offsets)?;
-                passed_parts.push(as_text_or_views(gathered, |name| self.is_viewed(name))?);
+                passed_parts.push(stored.gather(&passed_offsets)?);
             }
             None => {
                 let ready = narrow.dictionary_ready().iter().map(|&p| filter_dataset[p]);

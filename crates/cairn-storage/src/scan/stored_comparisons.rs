@@ -9,10 +9,8 @@
 //! page's position, its size including the header, and its first row, and a plain page of a
 //! flat column without nulls ends in its values, whatever definition levels precede them.
 
-use super::dictionary_chunks::{DictionaryChunk, EntryType};
-use super::page_gather::{
-    FixedWidthLeaf, bits_at, fixed_width_from_bits, fixed_width_leaf, text_dictionary_leaf,
-};
+use super::dictionary_chunks::DictionaryChunk;
+use super::page_gather::{FixedWidthLeaf, bits_at, fixed_width_from_bits, fixed_width_leaf};
 use super::range_bits::{StoredOrder, append_in_range};
 use super::{ColumnComparison, ComparisonOp};
 use crate::component::DiskComponent;
@@ -103,13 +101,6 @@ fn bounds_of<'a>(comparisons: impl Iterator<Item = &'a ColumnComparison>) -> Opt
     (low <= high).then_some((low as i64, high as i64))
 }
 
-/// How a column's chunk in a row group is stored, where it can be read in place.
-enum StoredLeaf {
-    Fixed(FixedWidthLeaf),
-    /// A dictionary-encoded text chunk, of this leaf column.
-    Text(usize),
-}
-
 /// A filter column's chunk in one row group, tested where it is stored.
 #[derive(Debug)]
 enum StoredChunk {
@@ -194,21 +185,12 @@ impl StoredComparisons {
         }
         // Decided from the footer the scan holds, so that a filter on columns stored any
         // other way never loads the page locations. A dictionary's pages are read through
-        // the page reader, which decompresses them; plain ones are read in place. Text is
-        // only gathered, never compared.
+        // the page reader, which decompresses them; plain ones are read in place.
         let mut leaves = Vec::with_capacity(columns.len());
-        for (position, &column) in columns.iter().enumerate() {
+        for &column in columns {
             match fixed_width_leaf(footer, row_group, column) {
-                Some(leaf) if leaf.dictionary || leaf.uncompressed => {
-                    leaves.push(StoredLeaf::Fixed(leaf))
-                }
-                Some(_) => return Ok(None),
-                None => match text_dictionary_leaf(footer, row_group, column) {
-                    Some(leaf) if comparisons.iter().all(|c| c.position != position) => {
-                        leaves.push(StoredLeaf::Text(leaf))
-                    }
-                    _ => return Ok(None),
-                },
+                Some(leaf) if leaf.dictionary || leaf.uncompressed => leaves.push(leaf),
+                _ => return Ok(None),
             }
         }
         let paged;
@@ -220,39 +202,12 @@ impl StoredComparisons {
         };
         let mut chunks = Vec::with_capacity(columns.len());
         let mut unsatisfiable = false;
-        let mut fields = Vec::with_capacity(columns.len());
-        for (position, (leaf, &column)) in leaves.into_iter().zip(columns).enumerate() {
-            let field = metadata.schema().field(column).clone();
-            let (chunk, field) = match leaf {
-                StoredLeaf::Fixed(leaf) if leaf.dictionary => {
-                    let entries = EntryType::Fixed {
-                        width: leaf.width,
-                        arrow_type: leaf.arrow_type.clone(),
-                    };
-                    let chunk =
-                        DictionaryChunk::read(component, metadata, row_group, leaf.leaf, entries)?;
-                    (chunk.map(StoredChunk::Dictionary), field)
-                }
-                StoredLeaf::Fixed(leaf) => (
-                    plain_chunk(component, metadata, row_group, leaf)?.map(StoredChunk::Plain),
-                    field,
-                ),
-                StoredLeaf::Text(leaf) => {
-                    let chunk = DictionaryChunk::read(
-                        component,
-                        metadata,
-                        row_group,
-                        leaf,
-                        EntryType::Text,
-                    )?;
-                    // Gathered as a dictionary array, which the scan turns back into text.
-                    let dictionary =
-                        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
-                    (
-                        chunk.map(StoredChunk::Dictionary),
-                        field.with_data_type(dictionary),
-                    )
-                }
+        for (position, leaf) in leaves.into_iter().enumerate() {
+            let chunk = if leaf.dictionary {
+                DictionaryChunk::read(component, metadata, row_group, &leaf)?
+                    .map(StoredChunk::Dictionary)
+            } else {
+                plain_chunk(component, metadata, row_group, leaf)?.map(StoredChunk::Plain)
             };
             let Some(chunk) = chunk else {
                 return Ok(None);
@@ -266,12 +221,8 @@ impl StoredComparisons {
                 None
             };
             chunks.push((chunk, bounds));
-            fields.push(field);
         }
-        let schema = Arc::new(Schema::new_with_metadata(
-            fields,
-            metadata.schema().metadata().clone(),
-        ));
+        let schema = Arc::new(metadata.schema().project(columns)?);
         Ok(Some(StoredComparisons {
             columns: chunks,
             unsatisfiable,
