@@ -119,21 +119,22 @@ impl KeyRunNumbers {
 
     /// The group of a run of `key` following a run of `previous`.
     fn group_of_run(&mut self, key: i64, previous: Option<i64>) -> u32 {
-        if self.index.is_none() {
-            if previous.is_none_or(|previous| key > previous) {
-                return self.add(key);
-            }
-            self.index = Some(self.indexed());
-        }
+        let index = match self.index.take() {
+            Some(index) => index,
+            None if previous.is_none_or(|previous| key > previous) => return self.add(key),
+            None => self.indexed(),
+        };
+        let index = self.index.insert(index);
         self.runs_looked_up += 1;
         let next = self.keys.len() as u32;
-        let group = match self.index.as_mut().map(|index| index.entry(key)) {
-            Some(Entry::Occupied(group)) => return *group.get(),
-            Some(Entry::Vacant(group)) => *group.insert(next),
-            None => unreachable!("the index was just built"),
-        };
-        self.keys.push(key);
-        group
+        match index.entry(key) {
+            Entry::Occupied(group) => *group.get(),
+            Entry::Vacant(group) => {
+                group.insert(next);
+                self.keys.push(key);
+                next
+            }
+        }
     }
 
     /// The group of every present key numbered so far, by key.
