@@ -20,9 +20,10 @@
 use crate::group_numbers::{GroupNumbers, KEY_COLUMNS_MAX, numberable};
 use crate::laned_sums::{self, LanedAggregate};
 use crate::replaced_aggregate::{
-    AggregateRun, ReplacedAggregateExec, plain_group_columns, replace_aggregates, replaceable,
+    AggregateRun, ReplacedAggregateExec, accumulate, evaluated, plain_group_columns,
+    replace_aggregates, replaceable,
 };
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
@@ -224,7 +225,7 @@ impl Aggregation {
         while offset < batch.num_rows() {
             let rows = (batch.num_rows() - offset).min(self.groups_max);
             let slice = batch.slice(offset, rows);
-            let keys = evaluate(&self.key_exprs, &slice)?;
+            let keys = evaluated(&self.key_exprs, &slice)?;
             if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
                 handed_on.push(self.emit()?);
                 if self.numbers.number(&keys, &mut self.row_groups)?.is_err() {
@@ -265,15 +266,14 @@ impl Aggregation {
                     let argument = arguments[0].evaluate(batch)?;
                     laned.update(&argument, &self.row_groups, &group_rows, groups)?;
                 }
-                Accumulator::DataFusion(accumulator) => {
-                    let arguments = evaluate(arguments, batch)?;
-                    let filter = match filter {
-                        Some(f) => Some(f.evaluate(batch)?.into_array(batch.num_rows())?),
-                        None => None,
-                    };
-                    let filter = filter.as_ref().map(|f| f.as_boolean());
-                    accumulator.update_batch(&arguments, &self.row_groups, filter, groups)?;
-                }
+                Accumulator::DataFusion(accumulator) => accumulate(
+                    accumulator.as_mut(),
+                    arguments,
+                    filter.as_ref(),
+                    batch,
+                    &self.row_groups,
+                    groups,
+                )?,
             }
         }
         self.accumulated_groups = groups;
@@ -339,14 +339,6 @@ fn new_accumulators(aggregate: &AggregateExec) -> Result<Vec<Accumulator>> {
                 None => Accumulator::DataFusion(expr.create_groups_accumulator()?),
             })
         })
-        .collect()
-}
-
-/// `exprs` evaluated over `batch`, each as an array.
-fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-    exprs
-        .iter()
-        .map(|expr| expr.evaluate(batch)?.into_array(batch.num_rows()))
         .collect()
 }
 

@@ -19,10 +19,12 @@
 use crate::co_partitioned_join::StoragePartitionedExec;
 use crate::key_runs::{KeyRunNumbers, numberable};
 use crate::replaced_aggregate::{
-    AggregateRun, ReplacedAggregateExec, plain_group_columns, replace_aggregates, replaceable,
+    AggregateRun, ReplacedAggregateExec, accumulate, plain_group_columns, replace_aggregates,
+    replaceable,
 };
 use crate::scan_exec::DatasetScanExec;
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::execution::TaskContext;
@@ -40,7 +42,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
@@ -154,11 +156,8 @@ impl AggregateRun for KeyRuns {
             }
             aggregation.finish(batch_rows)
         })
-        .map(|answer: Result<Vec<RecordBatch>>| match answer {
-            Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).left_stream(),
-            Err(error) => futures::stream::once(async { Err(error) }).right_stream(),
-        })
-        .flatten();
+        .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
+        .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             aggregate.schema(),
             answer,
@@ -168,7 +167,7 @@ impl AggregateRun for KeyRuns {
 
 /// The running state of one partition's aggregation.
 struct Aggregation {
-    aggregate: Arc<AggregateExec>,
+    schema: SchemaRef,
     key_expr: Arc<dyn PhysicalExpr>,
     /// Each aggregate's arguments and filter.
     arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
@@ -198,7 +197,7 @@ impl Aggregation {
             .map(|expr| expr.create_groups_accumulator())
             .collect::<Result<Vec<_>>>()?;
         Ok(Aggregation {
-            aggregate: aggregate.clone(),
+            schema: aggregate.schema(),
             key_expr,
             arguments: aggregate
                 .aggr_expr()
@@ -229,16 +228,15 @@ impl Aggregation {
             .zip(&self.arguments)
             .zip(&self.filters);
         for ((accumulator, arguments), filter) in updates {
-            let arguments = arguments
-                .iter()
-                .map(|argument| argument.evaluate(batch)?.into_array(rows))
-                .collect::<Result<Vec<_>>>()?;
-            let filter = match filter {
-                Some(filter) => Some(filter.evaluate(batch)?.into_array(rows)?),
-                None => None,
-            };
-            let filter = filter.as_ref().map(|f| f.as_boolean());
-            accumulator.update_batch(&arguments, &self.row_groups, filter, groups)?;
+            let filter = filter.as_ref();
+            accumulate(
+                accumulator.as_mut(),
+                arguments,
+                filter,
+                batch,
+                &self.row_groups,
+                groups,
+            )?;
         }
         let held = self.numbers.len() * size_of::<i64>()
             + self.accumulators.iter().map(|a| a.size()).sum::<usize>();
@@ -250,16 +248,15 @@ impl Aggregation {
     fn finish(&mut self, batch_rows: usize) -> Result<Vec<RecordBatch>> {
         let elapsed_compute = self.baseline.elapsed_compute().clone();
         let timer = elapsed_compute.timer();
-        let schema = self.aggregate.schema();
         let groups = self.numbers.len();
         if groups == 0 {
             return Ok(Vec::new());
         }
-        let mut columns: Vec<ArrayRef> = vec![self.numbers.keys()?];
+        let mut columns: Vec<ArrayRef> = vec![self.numbers.take_keys()?];
         for accumulator in &mut self.accumulators {
             columns.push(accumulator.evaluate(EmitTo::All)?);
         }
-        let answer = RecordBatch::try_new(schema, columns)?;
+        let answer = RecordBatch::try_new(self.schema.clone(), columns)?;
         self.reservation.free();
         let batches = (0..groups)
             .step_by(batch_rows)

@@ -165,14 +165,15 @@ impl KeyRunNumbers {
         }
     }
 
-    /// Every group's key, in group number order, as an array of the keys' type.
-    pub(crate) fn keys(&self) -> Result<ArrayRef> {
+    /// Every group's key, in group number order, as an array of the keys' type; the numbering
+    /// then holds no key (the last thing asked of it).
+    pub(crate) fn take_keys(&mut self) -> Result<ArrayRef> {
         let nulls = self.null_group.map(|null| {
             (0..self.keys.len())
                 .map(|group| group != null as usize)
                 .collect()
         });
-        let widened = Int64Array::new(self.keys.clone().into(), nulls);
+        let widened = Int64Array::new(std::mem::take(&mut self.keys).into(), nulls);
         Ok(arrow::compute::cast(
             &(Arc::new(widened) as ArrayRef),
             &self.data_type,
@@ -199,7 +200,7 @@ mod tests {
         assert_eq!(numbered(&mut numbering, first), [0, 0, 0, 1, 2, 2]);
         assert_eq!(numbered(&mut numbering, second), [2, 3, 3, 4]);
         assert_eq!(numbering.runs_looked_up(), 0);
-        let keys = numbering.keys().unwrap();
+        let keys = numbering.take_keys().unwrap();
         assert_eq!(keys.as_primitive::<Int64Type>().values(), &[3, 5, 8, 9, 40]);
     }
 
@@ -214,7 +215,7 @@ mod tests {
         );
         // Every run from the first out of order on: 2, 4, 9, 7, 1.
         assert_eq!(numbering.runs_looked_up(), 5);
-        let keys = numbering.keys().unwrap();
+        let keys = numbering.take_keys().unwrap();
         assert_eq!(keys.data_type(), &DataType::Int32);
         assert_eq!(
             keys.as_primitive::<arrow::datatypes::Int32Type>().values(),
@@ -235,7 +236,7 @@ mod tests {
         ]));
         // The missing key's group is not the key 0's, whose run follows out of order.
         assert_eq!(numbered(&mut numbering, keys), [0, 1, 0, 2, 1, 3]);
-        let keys = numbering.keys().unwrap();
+        let keys = numbering.take_keys().unwrap();
         let keys = keys.as_primitive::<arrow::datatypes::Date32Type>();
         let shown: Vec<Option<i32>> = keys.iter().collect();
         assert_eq!(shown, [Some(10), None, Some(0), Some(12)]);

@@ -10,7 +10,9 @@
 //! before: taking each part as early as possible leaves the most room for the rest. Values
 //! are searched as bytes, which for UTF-8 text finds the same matches as characters do.
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait};
+use arrow::array::{
+    Array, AsArray, BooleanArray, GenericStringArray, OffsetSizeTrait, RecordBatch,
+};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
@@ -66,7 +68,7 @@ impl LikeParts {
         let parts: Vec<&str> = pattern.split('%').collect();
         let literal_parts = parts.iter().filter(|part| !part.is_empty()).count();
         // One part or none: Arrow's comparisons and substring search answer it.
-        if parts.len() < 2 || literal_parts < 2 {
+        if literal_parts < 2 {
             return None;
         }
         let (first, rest) = parts.split_first()?;
@@ -84,10 +86,10 @@ impl LikeParts {
         })
     }
 
-    /// The rows of `columns` that satisfy the test, as bits (a missing value satisfies
-    /// neither `LIKE` nor `NOT LIKE`). An error for a column that is not text.
-    pub(crate) fn evaluate(&self, columns: &[ArrayRef]) -> Result<BooleanBuffer, ArrowError> {
-        let column = columns.get(self.column).ok_or_else(|| {
+    /// The rows of `batch` that satisfy the test, as bits (a missing value satisfies neither
+    /// `LIKE` nor `NOT LIKE`). An error for a column that is not text.
+    pub(crate) fn evaluate(&self, batch: &RecordBatch) -> Result<BooleanBuffer, ArrowError> {
+        let column = batch.columns().get(self.column).ok_or_else(|| {
             ArrowError::InvalidArgumentError(format!("no column {} to match", self.column))
         })?;
         self.evaluate_array(column.as_ref())
@@ -165,8 +167,8 @@ impl LikeParts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::{ArrayRef, StringViewArray};
     use arrow::array::{DictionaryArray, Int32Array, LargeStringArray, StringArray};
-    use arrow::array::{RecordBatch, StringViewArray};
     use arrow::datatypes::{Field, Int32Type, Schema};
     use datafusion::physical_expr::expressions::{col, like, lit};
 
@@ -219,7 +221,7 @@ mod tests {
     fn parts_answer(array: &ArrayRef, pattern: &str, negated: bool) -> Vec<bool> {
         let (expr, batch) = like_over(array, pattern, negated);
         let parts = LikeParts::of(&expr).expect("a pattern of several parts");
-        parts.evaluate(batch.columns()).unwrap().iter().collect()
+        parts.evaluate(&batch).unwrap().iter().collect()
     }
 
     #[test]

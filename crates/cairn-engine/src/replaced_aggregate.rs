@@ -7,10 +7,12 @@
 //! and leaves only the run of a partition to its [`AggregateRun`]. Both rules replace only
 //! aggregates that [`replaceable`] says they may.
 
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::TaskContext;
+use datafusion::logical_expr::GroupsAccumulator;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::aggregates::AggregateExec;
@@ -70,6 +72,37 @@ pub(crate) fn replaceable(aggregate: &AggregateExec, input_rows: &Precision<usiz
             Precision::Exact(rows) | Precision::Inexact(rows) => *rows >= INPUT_ROWS_MIN,
             Precision::Absent => false,
         }
+}
+
+/// `exprs` evaluated over `batch`, each as an array.
+pub(crate) fn evaluated(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .map(|expr| expr.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
+}
+
+/// Adds the rows of `batch`, whose group numbers among `groups` are `row_groups`, to
+/// `accumulator`: one aggregate's, whose arguments are `arguments` and whose `FILTER`, if
+/// any, is `filter`.
+pub(crate) fn accumulate(
+    accumulator: &mut dyn GroupsAccumulator,
+    arguments: &[Arc<dyn PhysicalExpr>],
+    filter: Option<&Arc<dyn PhysicalExpr>>,
+    batch: &RecordBatch,
+    row_groups: &[usize],
+    groups: usize,
+) -> Result<()> {
+    let arguments = evaluated(arguments, batch)?;
+    let filter = match filter {
+        Some(filter) => Some(filter.evaluate(batch)?.into_array(batch.num_rows())?),
+        None => None,
+    };
+    let filter = filter.as_ref().map(|f| f.as_boolean());
+    accumulator.update_batch(&arguments, row_groups, filter, groups)
 }
 
 /// How a replaced aggregate runs one partition of its input.

@@ -239,9 +239,7 @@ impl PhysicalFilter {
         batch: &RecordBatch,
     ) -> Result<BooleanBuffer, String> {
         if let Some(like_parts) = &conjunct.like_parts {
-            return like_parts
-                .evaluate(batch.columns())
-                .map_err(|e| e.to_string());
+            return like_parts.evaluate(batch).map_err(|e| e.to_string());
         }
         let array: Arc<dyn Array> = match &conjunct.float_comparison {
             Some(comparison) => Arc::new(comparison.evaluate(batch).map_err(|e| e.to_string())?),

@@ -292,16 +292,16 @@ pub(crate) fn fixed_width_from_bits(
     width: usize,
     bits: impl Iterator<Item = u64>,
 ) -> Result<ArrayRef> {
-    // Typed, so that the buffer has the values' alignment.
+    // Typed, so that the buffer has the values' alignment; sized by the most values `bits`
+    // may yield, so that it is filled in one pass.
+    fn typed<T: ArrowNativeType>(values: impl Iterator<Item = T>) -> (usize, Buffer) {
+        let mut typed = Vec::with_capacity(values.size_hint().1.unwrap_or(0));
+        typed.extend(values);
+        (typed.len(), Buffer::from_vec(typed))
+    }
     let (rows, buffer) = match width {
-        8 => {
-            let values: Vec<u64> = bits.collect();
-            (values.len(), Buffer::from_vec(values))
-        }
-        _ => {
-            let values: Vec<u32> = bits.map(|value| value as u32).collect();
-            (values.len(), Buffer::from_vec(values))
-        }
+        8 => typed(bits),
+        _ => typed(bits.map(|value| value as u32)),
     };
     let data = ArrayData::builder(arrow_type.clone())
         .len(rows)

@@ -45,22 +45,23 @@ struct PlainChunk {
 
 impl PlainChunk {
     /// The bit patterns of the `W`-byte values of the rows at `offsets` (ascending), in
-    /// order; the pages hold every row below the chunk's length (`plain_chunk` checks), so
-    /// each offset finds its page.
-    fn gather_bits<const W: usize>(&self, offsets: &[u64]) -> Vec<u64> {
+    /// order. The pages hold every row below the chunk's length (`plain_chunk` checks), so
+    /// each offset below it finds its page; one that does not yields nothing, and the
+    /// gathered column comes out too short for its batch.
+    fn gather_bits<'a, const W: usize>(
+        &'a self,
+        offsets: &'a [u64],
+    ) -> impl Iterator<Item = u64> + 'a {
         let mut pages = self.pages.iter().peekable();
-        let mut bits = Vec::with_capacity(offsets.len());
-        for &offset in offsets {
+        offsets.iter().filter_map(move |&offset| {
             while pages
                 .next_if(|page| page.first_row + page.rows <= offset)
                 .is_some()
             {}
-            if let Some(page) = pages.peek() {
-                let at = page.values_start + (offset - page.first_row) as usize * W;
-                bits.push(bits_at::<W>(&self.bytes, at));
-            }
-        }
-        bits
+            let page = pages.peek()?;
+            let at = page.values_start + (offset - page.first_row) as usize * W;
+            Some(bits_at::<W>(&self.bytes, at))
+        })
     }
 
     /// The pages holding rows `start..end`, each with the part of them in it (as offsets into
@@ -148,11 +149,10 @@ impl StoredChunk {
             StoredChunk::Plain(chunk) => chunk,
             StoredChunk::Dictionary(chunk) => return chunk.gather(offsets),
         };
-        let bits = match chunk.width {
-            8 => chunk.gather_bits::<8>(offsets),
-            _ => chunk.gather_bits::<4>(offsets),
-        };
-        fixed_width_from_bits(&chunk.arrow_type, chunk.width, bits.into_iter())
+        match chunk.width {
+            8 => fixed_width_from_bits(&chunk.arrow_type, 8, chunk.gather_bits::<8>(offsets)),
+            _ => fixed_width_from_bits(&chunk.arrow_type, 4, chunk.gather_bits::<4>(offsets)),
+        }
     }
 }
 
