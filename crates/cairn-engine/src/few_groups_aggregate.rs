@@ -72,18 +72,26 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
     }
 }
 
-/// Whether `aggregate` is a partial aggregate this may replace: plain grouping by up to
-/// [`KEY_COLUMNS_MAX`] columns of numberable types with few estimated values, over a large
-/// input, into accumulators of small states.
+/// Whether `aggregate` is a partial aggregate this may replace: [`numbers_few_groups`], its
+/// keys of numberable types.
 fn qualifies(aggregate: &AggregateExec) -> Result<bool> {
+    let input_schema = aggregate.input().schema();
+    let numbered = |column: usize| numberable(input_schema.field(column).data_type());
     let Some(key_columns) = plain_group_columns(aggregate, KEY_COLUMNS_MAX) else {
         return Ok(false);
     };
-    let input_schema = aggregate.input().schema();
-    let numbered = key_columns
-        .iter()
-        .all(|&column| numberable(input_schema.field(column).data_type()));
-    if *aggregate.mode() != AggregateMode::Partial || !numbered {
+    Ok(key_columns.into_iter().all(numbered) && numbers_few_groups(aggregate)?)
+}
+
+/// Whether `aggregate` is a partial aggregate whose groups this would number, its keys' types
+/// aside: plain grouping by up to [`KEY_COLUMNS_MAX`] columns with few estimated values, over
+/// a large input, into accumulators of small states. text_group_views.rs asks it to choose
+/// the form of text keys, which are numbered fastest as dictionaries.
+pub(crate) fn numbers_few_groups(aggregate: &AggregateExec) -> Result<bool> {
+    let Some(key_columns) = plain_group_columns(aggregate, KEY_COLUMNS_MAX) else {
+        return Ok(false);
+    };
+    if *aggregate.mode() != AggregateMode::Partial {
         return Ok(false);
     }
     let statistics =

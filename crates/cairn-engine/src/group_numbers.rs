@@ -8,8 +8,15 @@
 //! one hash and one comparison per column. A row the cache misses is numbered the slow way:
 //! each column maps its value to a small code, and the codes, packed into one word, map to
 //! the group.
+//!
+//! Text keys that arrive as dictionaries (text_group_views.rs asks the scan for them where
+//! this numbering will run) are numbered by their indices: each batch's combinations of
+//! indices map to groups through a table, filled on first sight of a combination the slow
+//! way, so a row costs one load per key column and one from the table, with no string or
+//! view looked at. TPC-H Q1's two one-letter flags, as views, took a 16-byte copy per row
+//! out of the dictionary and then a comparison in the cache.
 
-use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray};
+use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, DictionaryArray};
 use arrow::datatypes::{
     DataType, Date32Type, Date64Type, Int8Type, Int16Type, Int32Type, Int64Type, TimeUnit,
     TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
@@ -43,10 +50,23 @@ const NULL_KEY: u128 = 1 << 100;
 /// [`NULL_KEY`], never a short string's view.
 const LONG_STRING_TAG: u128 = 1 << 101;
 
+/// Combinations of dictionary indices (each column's entries and a missing value) a batch may
+/// have for its rows to be numbered through a table of them; past it, they are numbered as
+/// other keys are.
+const INDEX_SLOTS_MAX: usize = 4_096;
+
 /// Whether rows grouped by a value of this type can be numbered here: integers, dates,
-/// times and string views.
+/// times, string views, and text dictionaries of 32-bit indices.
 pub(crate) fn numberable(data_type: &DataType) -> bool {
-    *data_type == DataType::Utf8View || number_keys_of(data_type).is_some()
+    *data_type == DataType::Utf8View
+        || is_text_dictionary(data_type)
+        || number_keys_of(data_type).is_some()
+}
+
+/// Whether `data_type` is a dictionary of text with 32-bit indices, as scans produce.
+fn is_text_dictionary(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Dictionary(index, value)
+        if **index == DataType::Int32 && **value == DataType::Utf8)
 }
 
 /// The group numbers of the keys seen since the last [`GroupNumbers::clear`].
@@ -122,6 +142,9 @@ impl GroupNumbers {
             return internal_err!("{} key columns for {}", keys.len(), self.columns.len());
         }
         let rows = keys.first().map_or(0, |k| k.len());
+        if let Some(slots) = index_slots(keys, rows) {
+            return self.number_by_indices(keys, &slots, numbers);
+        }
         let mut row_keys = Vec::with_capacity(keys.len());
         for (column, array) in self.columns.iter_mut().zip(keys) {
             if array.len() != rows {
@@ -173,6 +196,55 @@ impl GroupNumbers {
             keys[..N].copy_from_slice(&key);
             self.recent[slot] = Recent { keys, group };
             numbers.push(group as usize);
+        }
+        Ok(Ok(()))
+    }
+
+    /// [`Self::number`] for key columns that are all text dictionaries, whose combinations of
+    /// indices `slots` describes.
+    fn number_by_indices(
+        &mut self,
+        keys: &[ArrayRef],
+        slots: &IndexSlots,
+        numbers: &mut Vec<usize>,
+    ) -> Result<std::result::Result<(), Overflow>> {
+        let mut entry_keys = Vec::with_capacity(keys.len());
+        for (column, array) in self.columns.iter_mut().zip(keys) {
+            match column.entry_keys(array.as_dictionary::<Int32Type>())? {
+                Some(keys) => entry_keys.push(keys),
+                None => return Ok(Err(Overflow)),
+            }
+        }
+        let rows = keys.first().map_or(0, |k| k.len());
+        // Every row's slot first, a column at a time: loops the compiler vectorizes.
+        numbers.clear();
+        numbers.resize(rows, 0);
+        for column in &slots.columns {
+            column.add_slots(numbers);
+        }
+        let mut slot_groups = vec![Recent::EMPTY; slots.count];
+        let mut key = [0u128; KEY_COLUMNS_MAX];
+        let corrupt = || internal_err!("a dictionary index past its dictionary");
+        for (row, number) in numbers.iter_mut().enumerate() {
+            let slot = *number;
+            let Some(&group) = slot_groups.get(slot) else {
+                return corrupt();
+            };
+            if group != Recent::EMPTY {
+                *number = group as usize;
+                continue;
+            }
+            for (c, column) in slots.columns.iter().enumerate() {
+                let Some(&entry_key) = entry_keys[c].get(column.entry(row)) else {
+                    return corrupt();
+                };
+                key[c] = entry_key;
+            }
+            let Some(group) = self.group_of(&key[..keys.len()], keys, row)? else {
+                return Ok(Err(Overflow));
+            };
+            slot_groups[slot] = group;
+            *number = group as usize;
         }
         Ok(Ok(()))
     }
@@ -250,6 +322,83 @@ fn recent_slot<const N: usize>(key: [u128; N]) -> usize {
     (hash >> (64 - RECENT_BITS)) as usize
 }
 
+/// The combinations of dictionary indices of a batch whose key columns are all text
+/// dictionaries: a row's slot is the sum over columns of its entry (its index, or the
+/// dictionary's length where the value is missing) times the column's stride.
+struct IndexSlots<'a> {
+    columns: Vec<IndexColumn<'a>>,
+    /// The product of the columns' entry counts, at most [`INDEX_SLOTS_MAX`].
+    count: usize,
+}
+
+/// One dictionary key column of [`IndexSlots`].
+struct IndexColumn<'a> {
+    indices: &'a [i32],
+    nulls: Option<&'a arrow::buffer::NullBuffer>,
+    /// The entry of a missing value: the dictionary's length.
+    missing: usize,
+    stride: usize,
+}
+
+impl IndexColumn<'_> {
+    /// The entry of `row`: its index, or [`IndexColumn::missing`].
+    #[inline]
+    fn entry(&self, row: usize) -> usize {
+        match self.nulls {
+            Some(nulls) if nulls.is_null(row) => self.missing,
+            // Arrow checks a dictionary's indices when it builds one; an index past it is
+            // caught where its slot or entry is looked up.
+            _ => self.indices[row] as usize,
+        }
+    }
+
+    /// Adds to each row's slot in `slots` its entry times the stride. Arithmetic wraps, so
+    /// that a corrupt index makes a slot past the table rather than a panic.
+    fn add_slots(&self, slots: &mut [usize]) {
+        let stride = self.stride;
+        let weighted = |index: i32| (index as u32 as usize).wrapping_mul(stride);
+        match self.nulls {
+            None => {
+                for (slot, &index) in slots.iter_mut().zip(self.indices) {
+                    *slot = slot.wrapping_add(weighted(index));
+                }
+            }
+            Some(nulls) => {
+                let missing = self.missing.wrapping_mul(stride);
+                let entries = self.indices.iter().zip(nulls.iter());
+                for (slot, (&index, valid)) in slots.iter_mut().zip(entries) {
+                    let weighted = if valid { weighted(index) } else { missing };
+                    *slot = slot.wrapping_add(weighted);
+                }
+            }
+        }
+    }
+}
+
+/// The slots of `keys` (of `rows` rows) when every column is a text dictionary and their
+/// combinations number at most [`INDEX_SLOTS_MAX`]; `None` otherwise.
+fn index_slots(keys: &[ArrayRef], rows: usize) -> Option<IndexSlots<'_>> {
+    let mut columns = Vec::with_capacity(keys.len());
+    let mut count = 1usize;
+    for array in keys {
+        if !is_text_dictionary(array.data_type()) || array.len() != rows {
+            return None;
+        }
+        let dictionary = array.as_dictionary::<Int32Type>();
+        let entries = dictionary.values().len() + 1;
+        columns.push(IndexColumn {
+            indices: dictionary.keys().values(),
+            nulls: dictionary.keys().nulls(),
+            missing: dictionary.values().len(),
+            stride: count,
+        });
+        count = count
+            .checked_mul(entries)
+            .filter(|&n| n <= INDEX_SLOTS_MAX)?;
+    }
+    Some(IndexSlots { columns, count })
+}
+
 /// One key column's values and their codes.
 #[derive(Debug)]
 struct ColumnCodes {
@@ -282,6 +431,23 @@ impl ColumnCodes {
         if self.data_type == DataType::Utf8View {
             return self.view_keys(array);
         }
+        if is_text_dictionary(&self.data_type) {
+            let dictionary = array.as_dictionary::<Int32Type>();
+            let Some(entry_keys) = self.entry_keys(dictionary)? else {
+                return Ok(None);
+            };
+            let missing = dictionary.values().len();
+            let indices = dictionary.keys();
+            let entry = |row: usize| match indices.is_null(row) {
+                true => missing,
+                false => indices.value(row) as usize,
+            };
+            let keys = (0..array.len()).map(|row| entry_keys.get(entry(row)).copied());
+            return match keys.collect::<Option<Vec<u128>>>() {
+                Some(keys) => Ok(Some(Cow::Owned(keys))),
+                None => internal_err!("a dictionary index past its dictionary"),
+            };
+        }
         match number_keys_of(&self.data_type) {
             Some(number_keys) => Ok(Some(Cow::Owned(number_keys(array)))),
             None => internal_err!("cannot number group keys of type {}", self.data_type),
@@ -313,10 +479,24 @@ impl ColumnCodes {
         Ok(Some(Cow::Owned(keys)))
     }
 
+    /// The 16-byte key of each entry of `dictionary`, as [`Self::view_keys`] makes them, and
+    /// [`NULL_KEY`] after them for a missing index; `None` when a long string finds no code
+    /// free.
+    fn entry_keys(&mut self, dictionary: &DictionaryArray<Int32Type>) -> Result<Option<Vec<u128>>> {
+        let views = arrow::compute::cast(dictionary.values(), &DataType::Utf8View)?;
+        let Some(keys) = self.view_keys(&views)? else {
+            return Ok(None);
+        };
+        let mut keys = keys.into_owned();
+        keys.push(NULL_KEY);
+        Ok(Some(keys))
+    }
+
     /// The code of the value at `row` of `array`, whose 16-byte key is `key`; `None` when the
     /// column has all the values it may.
     fn code_of(&mut self, key: u128, array: &ArrayRef, row: usize) -> Result<Option<u32>> {
-        if key & LONG_STRING_TAG != 0 && key as u32 == 0 && self.data_type == DataType::Utf8View {
+        let texts = self.data_type == DataType::Utf8View || is_text_dictionary(&self.data_type);
+        if key & LONG_STRING_TAG != 0 && key as u32 == 0 && texts {
             return Ok(Some((key >> 64) as u32)); // given by long_code
         }
         if let Some(&code) = self.short.get(&key) {
@@ -340,12 +520,20 @@ impl ColumnCodes {
         Ok(code)
     }
 
-    /// Records the value at `row` under the next code.
+    /// Records the value at `row` under the next code. `array` is of the column's type, or
+    /// for a dictionary column, also of the dictionary's values (as views).
     fn add_value(&mut self, array: &ArrayRef, row: usize) -> Result<Option<u32>> {
         if self.values.len() == COLUMN_VALUES_MAX {
             return Ok(None);
         }
-        self.values.push(ScalarValue::try_from_array(array, row)?);
+        let value = ScalarValue::try_from_array(array, row)?;
+        let value = match &self.data_type {
+            DataType::Dictionary(index, values) if array.data_type() != &self.data_type => {
+                ScalarValue::Dictionary(index.clone(), Box::new(value.cast_to(values)?))
+            }
+            _ => value,
+        };
+        self.values.push(value);
         Ok(Some(self.values.len() as u32 - 1))
     }
 }
@@ -394,7 +582,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringViewArray};
+    use arrow::array::{Int32Array, Int64Array, StringArray, StringViewArray};
     use std::sync::Arc;
 
     fn numbered(numbers: &mut GroupNumbers, keys: &[ArrayRef]) -> Vec<usize> {
@@ -506,9 +694,132 @@ mod tests {
         assert_eq!(numbers.len(), 3_000);
     }
 
+    /// `values` as a dictionary array whose dictionary lists the distinct values in order of
+    /// first appearance, then an unused entry, then (with `null_entries`) a null entry that
+    /// missing values point to; without it, missing values are null indices. `reversed`
+    /// reverses the dictionary.
+    fn dictionary(values: &[Option<&str>], reversed: bool, null_entries: bool) -> ArrayRef {
+        let mut entries: Vec<Option<&str>> = Vec::new();
+        for value in values.iter().flatten() {
+            if !entries.contains(&Some(*value)) {
+                entries.push(Some(*value));
+            }
+        }
+        entries.push(Some("never used"));
+        if null_entries {
+            entries.push(None);
+        }
+        if reversed {
+            entries.reverse();
+        }
+        let index = |value: &Option<&str>| match value {
+            Some(_) => entries.iter().position(|e| e == value).map(|i| i as i32),
+            None if null_entries => entries.iter().position(Option::is_none).map(|i| i as i32),
+            None => None,
+        };
+        let indices = Int32Array::from(values.iter().map(index).collect::<Vec<_>>());
+        Arc::new(DictionaryArray::new(
+            indices,
+            Arc::new(StringArray::from(entries)),
+        ))
+    }
+
+    fn text_dictionary_type() -> DataType {
+        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+    }
+
+    #[test]
+    fn dictionary_keys_number_as_their_text_does_whatever_the_dictionary() {
+        let long = "a string longer than twelve bytes";
+        let flags = [
+            Some("R"),
+            Some("A"),
+            None,
+            Some(long),
+            Some("R"),
+            None,
+            Some("N"),
+        ];
+        let states = [
+            Some("F"),
+            Some("O"),
+            Some("F"),
+            Some("F"),
+            Some("F"),
+            None,
+            Some("O"),
+        ];
+        let views = |values: &[Option<&str>]| -> ArrayRef {
+            Arc::new(StringViewArray::from(values.to_vec()))
+        };
+        let dictionary_type = text_dictionary_type();
+        let mut by_views =
+            GroupNumbers::new(&[DataType::Utf8View, DataType::Utf8View], 100).unwrap();
+        let mut by_indices =
+            GroupNumbers::new(&[dictionary_type.clone(), dictionary_type.clone()], 100).unwrap();
+        let mut expected = Vec::new();
+        let mut answer = Vec::new();
+        // Each batch with its own dictionary, in another order, its missing values as null
+        // indices or null entries; reversed rows so that new keys keep appearing.
+        for batch in 0..4 {
+            let (reversed, null_entries) = (batch % 2 == 1, batch >= 2);
+            let mut rows: Vec<usize> = (0..flags.len()).collect();
+            if batch == 3 {
+                rows.reverse();
+            }
+            let flags: Vec<_> = rows.iter().map(|&r| flags[r]).collect();
+            let states: Vec<_> = rows.iter().map(|&r| states[r]).collect();
+            expected.extend(numbered(&mut by_views, &[views(&flags), views(&states)]));
+            let keys = [
+                dictionary(&flags, reversed, null_entries),
+                dictionary(&states, !reversed, null_entries),
+            ];
+            answer.extend(numbered(&mut by_indices, &keys));
+        }
+        assert_eq!(answer, expected);
+        let (groups, keys) = (by_indices.len(), by_indices.keys(by_indices.len()).unwrap());
+        assert_eq!(groups, by_views.len());
+        for (key, viewed) in keys.iter().zip(by_views.keys(groups).unwrap()) {
+            assert_eq!(key.data_type(), &dictionary_type);
+            let as_views = arrow::compute::cast(key, &DataType::Utf8View).unwrap();
+            assert_eq!(&as_views, &viewed);
+        }
+    }
+
+    #[test]
+    fn dictionary_keys_past_the_slot_table_or_beside_numbers_number_alike() {
+        // 70 x 70 combinations of entries are more than a batch's slot table holds.
+        let names: Vec<String> = (0..70).map(|i| format!("name {i}")).collect();
+        let first: Vec<Option<&str>> = (0..700).map(|i| Some(names[i % 70].as_str())).collect();
+        let second: Vec<Option<&str>> = (0..700)
+            .map(|i| Some(names[(i / 10) % 70].as_str()))
+            .collect();
+        let dictionary_type = text_dictionary_type();
+        let mut wide =
+            GroupNumbers::new(&[dictionary_type.clone(), dictionary_type.clone()], 10_000).unwrap();
+        let keys = [
+            dictionary(&first, false, false),
+            dictionary(&second, true, false),
+        ];
+        let mut by_views =
+            GroupNumbers::new(&[DataType::Utf8View, DataType::Utf8View], 10_000).unwrap();
+        let views = [
+            Arc::new(StringViewArray::from(first.clone())) as ArrayRef,
+            Arc::new(StringViewArray::from(second.clone())) as ArrayRef,
+        ];
+        assert_eq!(numbered(&mut wide, &keys), numbered(&mut by_views, &views));
+        // Beside a number column, a dictionary is numbered by its entries' keys.
+        let mut mixed = GroupNumbers::new(&[dictionary_type, DataType::Int64], 100).unwrap();
+        let years: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None, Some(1), Some(1)]));
+        let flags = dictionary(&[Some("A"), Some("A"), None, Some("A")], true, false);
+        assert_eq!(numbered(&mut mixed, &[flags, years]), vec![0, 1, 2, 0]);
+    }
+
     #[test]
     fn other_types_and_column_counts_are_refused() {
         assert!(GroupNumbers::new(&[DataType::Utf8], 10).is_err());
+        let int64_text = DataType::Dictionary(Box::new(DataType::Int64), Box::new(DataType::Utf8));
+        assert!(GroupNumbers::new(&[int64_text], 10).is_err());
         assert!(GroupNumbers::new(&[], 10).is_err());
         assert!(GroupNumbers::new(&vec![DataType::Int32; 5], 10).is_err());
     }

@@ -20,7 +20,7 @@ use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
-use cairn_storage::scan::{RowFilter, as_text_or_views};
+use cairn_storage::scan::{RowFilter, TextForm, in_text_forms};
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::{
     ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanFilter, ScanRequest,
@@ -53,7 +53,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -87,9 +87,10 @@ pub struct DatasetScanExec {
     /// The columns produced, when the scan took in the projection above it (some of them
     /// character counts of text); `None` produces the projected columns as read.
     outputs: Option<ScanOutputs>,
-    /// Positions of the text columns produced as string views (`Utf8View`) rather than
-    /// `Utf8`, ascending (see text_group_views.rs); in the output schema already.
-    text_views: Vec<usize>,
+    /// Positions of the text columns produced as string views (`Utf8View`) or dictionaries
+    /// rather than `Utf8`, ascending, with their form (see text_group_views.rs); in the
+    /// output schema already.
+    text_forms: Vec<(usize, TextForm)>,
     /// Rows each partition stops after, once DataFusion pushes a limit down.
     fetch: Option<usize>,
     /// Conditions filled in while the query runs (a hash join's dynamic filter on its probe
@@ -234,7 +235,7 @@ impl DatasetScanExec {
             access,
             projection,
             outputs,
-            text_views: Vec::new(),
+            text_forms: Vec::new(),
             fetch,
             runtime_filters: Vec::new(),
             statistics,
@@ -260,16 +261,19 @@ impl DatasetScanExec {
             applied_filter: None,
             properties: Arc::new(plan_properties(&self.access, outputs.schema(), partitions)),
             outputs: Some(outputs),
-            text_views: Vec::new(),
+            text_forms: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
             ..self.reading_copy()
         }
     }
 
     /// This scan producing its text columns at `columns` (positions in its output, each
-    /// `Utf8` and read as it is stored) as string views; `None` when one is not such a
+    /// `Utf8` and read as it is stored) in the forms given; `None` when one is not such a
     /// column, or a runtime filter reads one (its expression was made for `Utf8`).
-    pub(crate) fn with_text_views(&self, columns: &BTreeSet<usize>) -> Option<DatasetScanExec> {
+    pub(crate) fn with_text_forms(
+        &self,
+        columns: &BTreeMap<usize, TextForm>,
+    ) -> Option<DatasetScanExec> {
         let schema = self.schema();
         let plain_text = |&column: &usize| {
             let text = schema
@@ -280,20 +284,20 @@ impl DatasetScanExec {
                 .outputs
                 .as_ref()
                 .is_none_or(|outputs| outputs.read_as_is(column));
-            // A column already produced as views is no longer `Utf8`.
+            // A column already produced in another form is no longer `Utf8`.
             text && as_read
         };
         let read_at_runtime = self.runtime_filters.iter().any(|filter| {
             collect_columns(filter)
                 .iter()
-                .any(|column| columns.contains(&column.index()))
+                .any(|column| columns.contains_key(&column.index()))
         });
-        if columns.is_empty() || !columns.iter().all(plain_text) || read_at_runtime {
+        if columns.is_empty() || !columns.keys().all(plain_text) || read_at_runtime {
             return None;
         }
-        let mut text_views = self.text_views.clone();
-        text_views.extend(columns.iter().copied());
-        text_views.sort_unstable();
+        let mut text_forms = self.text_forms.clone();
+        text_forms.extend(columns.iter().map(|(&column, &form)| (column, form)));
+        text_forms.sort_unstable_by_key(|&(column, _)| column);
         let schema = crate::text_group_views::viewed_schema(&schema, columns);
         let viewed =
             |s: &Statistics| Arc::new(crate::text_group_views::viewed_statistics(s, columns));
@@ -304,17 +308,19 @@ impl DatasetScanExec {
             partition_statistics: partition_statistics.iter().map(|s| viewed(s)).collect(),
             applied_filter: None,
             properties: Arc::new(plan_properties(&self.access, schema, partitions)),
-            text_views,
+            text_forms,
             metrics: ExecutionPlanMetricsSet::new(),
             ..self.reading_copy()
         })
     }
 
-    /// The names of the columns produced as string views.
-    fn text_view_names(&self) -> Vec<String> {
+    /// The names of the columns produced in `form`.
+    fn text_form_names(&self, form: TextForm) -> Vec<String> {
         let schema = self.schema();
-        let name = |&column: &usize| schema.field(column).name().clone();
-        self.text_views.iter().map(name).collect()
+        (self.text_forms.iter())
+            .filter(|&&(_, f)| f == form)
+            .map(|&(column, _)| schema.field(column).name().clone())
+            .collect()
     }
 
     pub fn dataset(&self) -> &Arc<Dataset> {
@@ -633,7 +639,7 @@ impl DatasetScanExec {
             access: self.access.clone(),
             projection: self.projection.clone(),
             outputs: self.outputs.clone(),
-            text_views: self.text_views.clone(),
+            text_forms: self.text_forms.clone(),
             fetch: self.fetch,
             runtime_filters: self.runtime_filters.clone(),
             statistics: self.statistics.clone(),
@@ -874,14 +880,19 @@ impl DatasetScanExec {
     /// What storage may leave out of the columns read (see [`ScanOutputs`]).
     fn narrowing(&self) -> Narrowing {
         match &self.outputs {
-            None => Narrowing {
-                text_views: self
-                    .text_views
-                    .iter()
-                    .map(|&c| self.projection.as_ref().map_or(c, |p| p[c]))
-                    .collect(),
-                ..Narrowing::default()
-            },
+            None => {
+                let in_form = |form: TextForm| {
+                    (self.text_forms.iter())
+                        .filter(|&&(_, f)| f == form)
+                        .map(|&(c, _)| self.projection.as_ref().map_or(c, |p| p[c]))
+                        .collect()
+                };
+                Narrowing {
+                    text_views: in_form(TextForm::Views),
+                    text_dictionaries: in_form(TextForm::Dictionary),
+                    ..Narrowing::default()
+                }
+            }
             // A scan with outputs converts its view columns itself, after shaping them.
             Some(outputs) => outputs.narrowing(self.projection.as_deref()),
         }
@@ -1510,8 +1521,14 @@ impl DisplayAs for DatasetScanExec {
             Some(outputs) => outputs.describe(),
         };
         write!(f, ", projection=[{}]", columns.join(", "))?;
-        if !self.text_views.is_empty() {
-            write!(f, ", string views=[{}]", self.text_view_names().join(", "))?;
+        for (form, shown) in [
+            (TextForm::Views, "string views"),
+            (TextForm::Dictionary, "string dictionaries"),
+        ] {
+            let names = self.text_form_names(form);
+            if !names.is_empty() {
+                write!(f, ", {shown}=[{}]", names.join(", "))?;
+            }
         }
         if let Some(fetch) = self.fetch {
             write!(f, ", fetch={fetch}")?;
@@ -1621,13 +1638,16 @@ impl ExecutionPlan for DatasetScanExec {
             let shaped = stream.map(move |batch| outputs.shape(&batch?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), shaped));
         }
-        if !self.text_views.is_empty() {
-            let names = self.text_view_names();
-            let viewed = stream.map(move |batch| {
-                Ok(as_text_or_views(batch?, |name| {
-                    names.iter().any(|n| n == name)
-                })?)
-            });
+        if !self.text_forms.is_empty() {
+            let schema = self.schema();
+            let forms: Vec<(String, TextForm)> = (self.text_forms.iter())
+                .map(|&(column, form)| (schema.field(column).name().clone(), form))
+                .collect();
+            let form_of = move |name: &str| {
+                let named = forms.iter().find(|(n, _)| n == name);
+                named.map_or(TextForm::Text, |&(_, form)| form)
+            };
+            let viewed = stream.map(move |batch| Ok(in_text_forms(batch?, &form_of)?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), viewed));
         }
         // Rows produced, for EXPLAIN ANALYZE (the limit stream counts them itself).

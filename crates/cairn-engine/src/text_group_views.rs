@@ -18,6 +18,12 @@
 //! rather than once per row. Through a join, views also spare copying each output row's
 //! string: the join gathers 16-byte views instead.
 //!
+//! Where few_groups_aggregate.rs will number a partial aggregate's groups, its text keys
+//! travel as dictionaries (`Dictionary(Int32, Utf8)`) instead: the scan keeps each row's
+//! index into the column chunk's dictionary, and the numbering reads indices, never strings
+//! (group_numbers.rs). Views of Q1's two flags still cost a 16-byte copy per row out of the
+//! dictionary and a comparison per key; indices cost a 4-byte copy and a table lookup.
+//!
 //! A text column the aggregate's arguments read only in comparisons with text literals (`=`,
 //! `<>`, `<`, `LIKE`...) travels as views too, the literals made views: TPC-H Q12 carries each
 //! order's priority through its join only to test it in two CASEs, and copying 1.5 M
@@ -26,10 +32,12 @@
 
 use crate::access_path::CairnOptions;
 use crate::co_partitioned_join::StoragePartitionedExec;
+use crate::few_groups_aggregate::numbers_few_groups;
 use crate::index_join::moves_rows_only;
 use crate::scan_exec::DatasetScanExec;
 use crate::scan_filter::compares_values;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use cairn_storage::scan::{TextForm, text_form_type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::{JoinSide, ScalarValue, Statistics};
@@ -48,7 +56,7 @@ use datafusion::physical_plan::{
     ChildrenPropertiesMode, ExecutionPlan, InputOrderMode, ReplaceChildrenOptions,
     replace_children_if_necessary,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
@@ -63,7 +71,10 @@ impl PhysicalOptimizerRule for TextGroupViews {
         if !CairnOptions::is_on(config, |options| options.text_group_views) {
             return Ok(plan);
         }
-        with_viewed_groups(plan)
+        // Few groups are numbered fastest by dictionary index, where few_groups_aggregate.rs
+        // numbers them.
+        let few_groups_numbered = CairnOptions::is_on(config, |o| o.few_groups_aggregate);
+        with_viewed_groups(plan, few_groups_numbered)
     }
 
     fn name(&self) -> &str {
@@ -75,17 +86,21 @@ impl PhysicalOptimizerRule for TextGroupViews {
     }
 }
 
-/// `plan` with the text group keys of each aggregate that allows it carried as views.
-fn with_viewed_groups(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+/// `plan` with the text group keys of each aggregate that allows it carried as views, or as
+/// dictionaries where `few_groups_numbered` and few_groups_aggregate.rs will number them.
+fn with_viewed_groups(
+    plan: Arc<dyn ExecutionPlan>,
+    few_groups_numbered: bool,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(aggregate) = plan.downcast_ref::<AggregateExec>()
-        && let Some(viewed) = viewed_aggregate(aggregate)?
+        && let Some(viewed) = viewed_aggregate(aggregate, few_groups_numbered)?
     {
         return Ok(viewed);
     }
     let children = plan
         .children()
         .into_iter()
-        .map(|child| with_viewed_groups(child.clone()))
+        .map(|child| with_viewed_groups(child.clone(), few_groups_numbered))
         .collect::<Result<Vec<_>>>()?;
     if children.is_empty() {
         return Ok(plan); // a leaf: DataFusion would rebuild it
@@ -95,10 +110,16 @@ fn with_viewed_groups(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionP
 
 /// `aggregate` (one computing its answer: single, or final over a partial one) with its text
 /// group keys read as views, cast back to `Utf8` above it; `None` when it has none that may.
-fn viewed_aggregate(aggregate: &AggregateExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+/// A partial aggregate few_groups_aggregate.rs will number (`few_groups_numbered`) reads them
+/// as dictionaries instead: it numbers a row by its dictionary indices, never looking at the
+/// strings, where views cost a 16-byte copy per row out of the dictionary and a comparison.
+fn viewed_aggregate(
+    aggregate: &AggregateExec,
+    few_groups_numbered: bool,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let (keys, rebuilt) = match aggregate.mode() {
         AggregateMode::Single | AggregateMode::SinglePartitioned => {
-            let Some(viewed) = viewed_group_input(aggregate)? else {
+            let Some(viewed) = viewed_group_input(aggregate, TextForm::Views)? else {
                 return Ok(None);
             };
             let schema = viewed.input.schema();
@@ -109,7 +130,11 @@ fn viewed_aggregate(aggregate: &AggregateExec) -> Result<Option<Arc<dyn Executio
             let Some((between, partial)) = partial_below(aggregate.input()) else {
                 return Ok(None);
             };
-            let Some(viewed) = viewed_group_input(partial)? else {
+            let key_form = match few_groups_numbered && numbers_few_groups(partial)? {
+                true => TextForm::Dictionary,
+                false => TextForm::Views,
+            };
+            let Some(viewed) = viewed_group_input(partial, key_form)? else {
                 return Ok(None);
             };
             let input_schema = viewed.input.schema();
@@ -175,19 +200,23 @@ fn partial_below(
     }
 }
 
-/// An aggregate's input producing some of its text group keys, or text columns its
-/// arguments compare with literals, as views.
+/// An aggregate's input producing some of its text group keys as views or dictionaries, or
+/// text columns its arguments compare with literals as views.
 struct ViewedGroupInput {
-    /// The positions of the viewed keys among the aggregate's group keys (maybe none).
+    /// The positions of the keys so produced among the aggregate's group keys (maybe none).
     keys: BTreeSet<usize>,
     /// The aggregate's aggregates, reading the views.
     aggr_expr: Vec<Arc<AggregateFunctionExpr>>,
     input: Arc<dyn ExecutionPlan>,
 }
 
-/// `aggregate`'s input producing as views the text group keys and argument columns that may
-/// be; `None` when none may.
-fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInput>> {
+/// `aggregate`'s input producing as views the argument columns that may be, and in
+/// `key_form` the text group keys that may be (as views where an argument also compares
+/// one); `None` when none may.
+fn viewed_group_input(
+    aggregate: &AggregateExec,
+    key_form: TextForm,
+) -> Result<Option<ViewedGroupInput>> {
     let group_by = aggregate.group_expr();
     let plain = group_by.is_single()
         && aggregate.limit_options().is_none()
@@ -229,19 +258,23 @@ fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInp
             .iter()
             .filter(|&&c| !text(c) || !compared_only(c)),
     );
-    let mut columns: BTreeSet<usize> = argument_columns
-        .into_iter()
+    let mut columns: TextForms = (argument_columns.iter())
         .filter(|c| !read_otherwise.contains(c))
+        .map(|&c| (c, TextForm::Views))
         .collect();
     let mut keys = BTreeSet::new();
-    let mut key_columns = BTreeSet::new();
+    let mut key_columns = TextForms::new();
     for (position, (expr, _)) in group_by.expr().iter().enumerate() {
         let Some(column) = expr.downcast_ref::<Column>() else {
             continue;
         };
         if text(column.index()) && !read_otherwise.contains(&column.index()) {
             keys.insert(position);
-            key_columns.insert(column.index());
+            let form = match argument_columns.contains(&column.index()) {
+                true => TextForm::Views,
+                false => key_form,
+            };
+            key_columns.insert(column.index(), form);
         }
     }
     columns.extend(&key_columns);
@@ -259,20 +292,27 @@ fn viewed_group_input(aggregate: &AggregateExec) -> Result<Option<ViewedGroupInp
     viewed_with(aggregate, &keys, &key_columns)
 }
 
-/// `aggregate`'s input producing the text columns at `columns` as views, with its aggregates
-/// reading them and `keys` the positions of the group keys among them; `None` when the
-/// arguments or the stretch below the aggregate cannot take them all.
+/// Text columns (positions) and the form each is to be produced in.
+type TextForms = BTreeMap<usize, TextForm>;
+
+/// `aggregate`'s input producing the text columns at `columns` in their forms, with its
+/// aggregates reading the views among them and `keys` the positions of the group keys among
+/// them; `None` when the arguments or the stretch below the aggregate cannot take them all.
 fn viewed_with(
     aggregate: &AggregateExec,
     keys: &BTreeSet<usize>,
-    columns: &BTreeSet<usize>,
+    columns: &TextForms,
 ) -> Result<Option<ViewedGroupInput>> {
+    let views: BTreeSet<usize> = (columns.iter())
+        .filter(|&(_, &form)| form == TextForm::Views)
+        .map(|(&column, _)| column)
+        .collect();
     let mut aggr_expr = Vec::with_capacity(aggregate.aggr_expr().len());
     for aggregate_expr in aggregate.aggr_expr() {
         let expressions = aggregate_expr.all_expressions();
         let mut args = Vec::with_capacity(expressions.args.len());
         for argument in &expressions.args {
-            let Some(viewed) = reading_views(argument, columns) else {
+            let Some(viewed) = reading_views(argument, &views) else {
                 return Ok(None);
             };
             args.push(viewed);
@@ -354,15 +394,15 @@ fn column_indices(expr: &Arc<dyn PhysicalExpr>) -> impl Iterator<Item = usize> {
         .map(|column| column.index())
 }
 
-/// `plan` producing its `Utf8` columns at `columns` as views, when every node down to the scan
-/// reading them passes them along untouched; `None` otherwise.
+/// `plan` producing its `Utf8` columns at `columns` in their forms, when every node down to
+/// the scan reading them passes them along untouched; `None` otherwise.
 fn viewed_input(
     plan: &Arc<dyn ExecutionPlan>,
-    columns: &BTreeSet<usize>,
+    columns: &TextForms,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
         return Ok(scan
-            .with_text_views(columns)
+            .with_text_forms(columns)
             .map(|scan| Arc::new(scan) as _));
     }
     if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
@@ -416,26 +456,26 @@ fn viewed_input(
 
 /// The input columns behind `filter`'s output `columns`, when its predicate reads none of
 /// them and no other output is one of them; `None` otherwise.
-fn filtered_from(filter: &FilterExec, columns: &BTreeSet<usize>) -> Option<BTreeSet<usize>> {
+fn filtered_from(filter: &FilterExec, columns: &TextForms) -> Option<TextForms> {
     let source = |output: usize| match filter.projection() {
         Some(projection) => projection.get(output).copied(),
         None => Some(output),
     };
     let below = columns
         .iter()
-        .map(|&c| source(c))
-        .collect::<Option<BTreeSet<_>>>()?;
+        .map(|(&c, &form)| Some((source(c)?, form)))
+        .collect::<Option<TextForms>>()?;
     let output_count = filter.schema().fields().len();
     let duplicated = (0..output_count)
-        .filter(|output| !columns.contains(output))
-        .any(|output| source(output).is_some_and(|c| below.contains(&c)));
-    let tested = column_indices(filter.predicate()).any(|c| below.contains(&c));
-    (!duplicated && !tested).then_some(below)
+        .filter(|output| !columns.contains_key(output))
+        .any(|output| source(output).is_some_and(|c| below.contains_key(&c)));
+    let tested = column_indices(filter.predicate()).any(|c| below.contains_key(&c));
+    (!duplicated && !tested && below.len() == columns.len()).then_some(below)
 }
 
 /// The columns of `join`'s left and right inputs behind its output `columns`, when no other
 /// output is one of them and neither its keys nor its filter read one; `None` otherwise.
-fn join_sides(join: &HashJoinExec, columns: &BTreeSet<usize>) -> Option<[BTreeSet<usize>; 2]> {
+fn join_sides(join: &HashJoinExec, columns: &TextForms) -> Option<[TextForms; 2]> {
     let (left_schema, right_schema) = (join.left().schema(), join.right().schema());
     let (_, joined) = build_join_schema(&left_schema, &right_schema, join.join_type());
     let output_count = join.schema().fields().len();
@@ -446,26 +486,29 @@ fn join_sides(join: &HashJoinExec, columns: &BTreeSet<usize>) -> Option<[BTreeSe
         };
         joined.get(position).cloned()
     };
-    let mut sides = [BTreeSet::new(), BTreeSet::new()];
-    for &column in columns {
+    let mut sides = [TextForms::new(), TextForms::new()];
+    for (&column, &form) in columns {
         let ColumnIndex { index, side } = source(column)?;
-        match side {
-            JoinSide::Left => sides[0].insert(index),
-            JoinSide::Right => sides[1].insert(index),
+        let first = match side {
+            JoinSide::Left => sides[0].insert(index, form),
+            JoinSide::Right => sides[1].insert(index, form),
             JoinSide::None => return None,
         };
+        if first.is_some() {
+            return None; // two outputs of one input column
+        }
     }
     let viewed = |index: &ColumnIndex| match index.side {
-        JoinSide::Left => sides[0].contains(&index.index),
-        JoinSide::Right => sides[1].contains(&index.index),
+        JoinSide::Left => sides[0].contains_key(&index.index),
+        JoinSide::Right => sides[1].contains_key(&index.index),
         JoinSide::None => false,
     };
     let duplicated = (0..output_count)
-        .filter(|output| !columns.contains(output))
+        .filter(|output| !columns.contains_key(output))
         .any(|output| source(output).is_some_and(|index| viewed(&index)));
     let keyed = join.on().iter().any(|(left, right)| {
-        column_indices(left).any(|c| sides[0].contains(&c))
-            || column_indices(right).any(|c| sides[1].contains(&c))
+        column_indices(left).any(|c| sides[0].contains_key(&c))
+            || column_indices(right).any(|c| sides[1].contains_key(&c))
     });
     let filtered = join
         .filter()
@@ -490,16 +533,19 @@ fn over(
 
 /// The input columns behind the projected `columns` of `exprs`, when each is a bare input
 /// column that no other expression reads; `None` otherwise.
-fn projected_from(exprs: &[ProjectionExpr], columns: &BTreeSet<usize>) -> Option<BTreeSet<usize>> {
-    let mut below = BTreeSet::new();
-    for &column in columns {
-        below.insert(exprs.get(column)?.expr.downcast_ref::<Column>()?.index());
+fn projected_from(exprs: &[ProjectionExpr], columns: &TextForms) -> Option<TextForms> {
+    let mut below = TextForms::new();
+    for (&column, &form) in columns {
+        let input = exprs.get(column)?.expr.downcast_ref::<Column>()?.index();
+        if below.insert(input, form).is_some() {
+            return None; // projected twice
+        }
     }
     let read_otherwise = exprs
         .iter()
         .enumerate()
-        .filter(|(position, _)| !columns.contains(position))
-        .any(|(_, projected)| column_indices(&projected.expr).any(|c| below.contains(&c)));
+        .filter(|(position, _)| !columns.contains_key(position))
+        .any(|(_, projected)| column_indices(&projected.expr).any(|c| below.contains_key(&c)));
     (!read_otherwise).then_some(below)
 }
 
@@ -521,36 +567,42 @@ fn cast_back(
     Ok(Arc::new(ProjectionExec::try_new(exprs, plan)?))
 }
 
-/// `schema` with its fields at `columns` made string views.
-pub(crate) fn viewed_schema(schema: &Schema, columns: &BTreeSet<usize>) -> SchemaRef {
+/// `schema` with its fields at `columns` made string views or dictionaries.
+pub(crate) fn viewed_schema(schema: &Schema, columns: &TextForms) -> SchemaRef {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
         .enumerate()
-        .map(|(position, field)| match columns.contains(&position) {
-            true => field.as_ref().clone().with_data_type(DataType::Utf8View),
-            false => field.as_ref().clone(),
+        .map(|(position, field)| match columns.get(&position) {
+            Some(&form) => field.as_ref().clone().with_data_type(text_form_type(form)),
+            None => field.as_ref().clone(),
         })
         .collect();
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-/// `statistics` with the bounds of the columns at `columns` as string views.
-pub(crate) fn viewed_statistics(statistics: &Statistics, columns: &BTreeSet<usize>) -> Statistics {
-    let as_view = |bound: &Precision<ScalarValue>| match bound {
-        Precision::Exact(ScalarValue::Utf8(v)) => {
-            Precision::Exact(ScalarValue::Utf8View(v.clone()))
+/// `statistics` with the bounds of the columns at `columns` as string views or dictionaries.
+pub(crate) fn viewed_statistics(statistics: &Statistics, columns: &TextForms) -> Statistics {
+    let in_form = |bound: &Precision<ScalarValue>, form: TextForm| {
+        let scalar = |text: &Option<String>| match form {
+            TextForm::Text => ScalarValue::Utf8(text.clone()),
+            TextForm::Views => ScalarValue::Utf8View(text.clone()),
+            TextForm::Dictionary => ScalarValue::Dictionary(
+                Box::new(DataType::Int32),
+                Box::new(ScalarValue::Utf8(text.clone())),
+            ),
+        };
+        match bound {
+            Precision::Exact(ScalarValue::Utf8(v)) => Precision::Exact(scalar(v)),
+            Precision::Inexact(ScalarValue::Utf8(v)) => Precision::Inexact(scalar(v)),
+            _ => Precision::Absent,
         }
-        Precision::Inexact(ScalarValue::Utf8(v)) => {
-            Precision::Inexact(ScalarValue::Utf8View(v.clone()))
-        }
-        _ => Precision::Absent,
     };
     let mut statistics = statistics.clone();
-    for &column in columns {
+    for (&column, &form) in columns {
         if let Some(column) = statistics.column_statistics.get_mut(column) {
-            column.min_value = as_view(&column.min_value);
-            column.max_value = as_view(&column.max_value);
+            column.min_value = in_form(&column.min_value, form);
+            column.max_value = in_form(&column.max_value, form);
         }
     }
     statistics

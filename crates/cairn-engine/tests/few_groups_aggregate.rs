@@ -105,6 +105,33 @@ async fn few_groups_are_numbered_by_key_and_answer_as_hashing_does() {
         })
         .sum();
     assert_eq!(counted, (0..LINES).filter(|id| id % 50 < 45).count());
+    // The text keys reach it as dictionaries, stored ones with their stored indices and those
+    // of rows in memory encoded anew; without the rule, as views; without either, as text.
+    assert!(
+        plan.contains("string dictionaries=[flag, status]"),
+        "{plan}"
+    );
+    db.sql("SET cairn.few_groups_aggregate = false")
+        .await
+        .unwrap();
+    let hashed_plan = explain(&db, summary).await;
+    assert!(
+        hashed_plan.contains("string views=[flag, status]"),
+        "{hashed_plan}"
+    );
+    db.sql("SET cairn.few_groups_aggregate = true")
+        .await
+        .unwrap();
+    db.sql("SET cairn.text_group_views = false").await.unwrap();
+    assert_eq!(rows(&db, summary).await, answer);
+    db.sql("SET cairn.text_group_views = true").await.unwrap();
+    // A key an aggregate also compares travels as views, which the comparison reads.
+    let compared = "SELECT flag, sum(CASE WHEN flag = 'A' THEN qty ELSE 0 END) AS a_qty, \
+                    count(*) AS n FROM lines GROUP BY flag ORDER BY flag";
+    let (answer, plan) = both_ways(&db, compared).await;
+    assert!(plan.contains("FewGroupsAggregateExec"), "{plan}");
+    assert!(plan.contains("string views=[flag]"), "{plan}");
+    assert_eq!(answer.len(), 3, "{answer:?}");
 
     // A number key, grouped with no filter.
     let by_year = "SELECT year, count(*) AS n, avg(qty) AS qty FROM lines GROUP BY year \

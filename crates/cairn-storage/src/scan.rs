@@ -33,7 +33,7 @@ pub(crate) mod text_lengths;
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
 use text_dictionaries::DictionaryReaders;
-pub use text_dictionaries::as_text_or_views;
+pub use text_dictionaries::{TextForm, in_text_forms, text_form_type};
 pub use text_lengths::with_character_counts;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
@@ -174,6 +174,11 @@ pub struct Narrowing {
     /// at the dictionary's values instead of copying its string out (see
     /// text_dictionaries.rs). Reads other than a full scan return them as `Utf8`.
     pub text_views: Vec<usize>,
+    /// Text columns (dataset positions) a full scan returns as dictionaries
+    /// (`Dictionary(Int32, Utf8)`): those stored with one keep each row's index into it, so
+    /// that a GROUP BY over few values numbers rows by index instead of by string. Reads other
+    /// than a full scan return them as `Utf8`.
+    pub text_dictionaries: Vec<usize>,
 }
 
 enum Unit {
@@ -202,9 +207,11 @@ pub struct PartitionScan {
     text_lengths: Vec<usize>,
     /// [`Narrowing::struct_fields`].
     struct_fields: Vec<(usize, Vec<String>)>,
-    /// [`Narrowing::text_views`], ascending and deduplicated, and their names.
+    /// [`Narrowing::text_views`] and [`Narrowing::text_dictionaries`], each ascending and
+    /// deduplicated, and the form of each by name.
     text_views: Vec<usize>,
-    text_view_names: Vec<String>,
+    text_dictionaries: Vec<usize>,
+    text_forms: Vec<(String, TextForm)>,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
@@ -500,10 +507,18 @@ impl Dataset {
         Ok(columns)
     }
 
-    /// [`ScanRequest::narrowing`]'s view columns, ascending, checked to be projected text
-    /// columns not also asked as character counts (`counted`).
-    fn text_view_columns(&self, request: &ScanRequest, counted: &[usize]) -> Result<Vec<usize>> {
-        let mut columns = request.narrowing.text_views.clone();
+    /// `asked` (the view or the dictionary columns of [`ScanRequest::narrowing`], asked in
+    /// `form`), ascending, checked to be projected text columns not also asked as character
+    /// counts (`counted`) or in another form (`taken`).
+    fn text_form_columns(
+        &self,
+        request: &ScanRequest,
+        asked: &[usize],
+        form: TextForm,
+        counted: &[usize],
+        taken: &[usize],
+    ) -> Result<Vec<usize>> {
+        let mut columns = asked.to_vec();
         columns.sort_unstable();
         columns.dedup();
         let fields = self.shape.schema.fields();
@@ -515,12 +530,18 @@ impl Dataset {
             let text = fields
                 .get(column)
                 .is_some_and(|field| field.data_type() == &arrow::datatypes::DataType::Utf8);
-            if !projected || !text || counted.binary_search(&column).is_ok() {
+            let other_form =
+                counted.binary_search(&column).is_ok() || taken.binary_search(&column).is_ok();
+            if !projected || !text || other_form {
+                let asked = match form {
+                    TextForm::Dictionary => "a dictionary",
+                    TextForm::Views | TextForm::Text => "string views",
+                };
                 return Err(StorageError::InvalidDefinition {
                     dataset: self.shape.name.clone(),
                     message: format!(
-                        "string views asked of column {column}, which is not a projected text \
-                         column read whole"
+                        "{asked} asked of column {column}, which is not a projected text column \
+                         read whole in one form"
                     ),
                 });
             }
@@ -557,10 +578,28 @@ impl Dataset {
             });
         }
         let text_lengths = self.text_length_columns(request)?;
-        let text_views = self.text_view_columns(request, &text_lengths)?;
-        let text_view_names = text_views
-            .iter()
-            .map(|&column| self.shape.schema.field(column).name().clone())
+        let narrowing = &request.narrowing;
+        let text_views = self.text_form_columns(
+            request,
+            &narrowing.text_views,
+            TextForm::Views,
+            &text_lengths,
+            &[],
+        )?;
+        let text_dictionaries = self.text_form_columns(
+            request,
+            &narrowing.text_dictionaries,
+            TextForm::Dictionary,
+            &text_lengths,
+            &text_views,
+        )?;
+        let name = |&column: &usize| self.shape.schema.field(column).name().clone();
+        let text_forms = (text_views.iter().map(|c| (name(c), TextForm::Views)))
+            .chain(
+                text_dictionaries
+                    .iter()
+                    .map(|c| (name(c), TextForm::Dictionary)),
+            )
             .collect();
         let ranges = self.range_columns(&request.ranges)?;
         {
@@ -618,7 +657,8 @@ impl Dataset {
                 text_lengths,
                 struct_fields: request.narrowing.struct_fields.clone(),
                 text_views,
-                text_view_names,
+                text_dictionaries,
+                text_forms,
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
                 key_points,
@@ -667,17 +707,27 @@ impl PartitionScan {
     }
 
     /// `batch` (of the projected columns) with each [`Narrowing::text_views`] column as
-    /// string views; a read decoding it as a dictionary made it views already.
-    fn with_text_views(&self, batch: RecordBatch) -> Result<RecordBatch> {
-        if self.text_views.is_empty() {
+    /// string views and each [`Narrowing::text_dictionaries`] column as a dictionary; a read
+    /// may have converted some already.
+    fn with_text_forms(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        if self.text_forms.is_empty() {
             return Ok(batch);
         }
-        Ok(as_text_or_views(batch, |name| self.is_viewed(name))?)
+        Ok(in_text_forms(batch, |name| self.text_form(name))?)
     }
 
-    /// Whether the projected column `name` is returned as string views.
-    fn is_viewed(&self, name: &str) -> bool {
-        self.text_view_names.iter().any(|viewed| viewed == name)
+    /// The form in which the projected column `name` is returned, if text.
+    fn text_form(&self, name: &str) -> TextForm {
+        let named = self.text_forms.iter().find(|(n, _)| n == name);
+        named.map_or(TextForm::Text, |&(_, form)| form)
+    }
+
+    /// The columns (dataset positions) to read as dictionaries where stored so, whatever the
+    /// filter: those returned as views or dictionaries, made from the dictionary's values.
+    fn text_forms_read_as_dictionaries(&self) -> Vec<usize> {
+        let mut columns = self.text_views.clone();
+        columns.extend(&self.text_dictionaries);
+        columns
     }
 
     /// The runtime filter, once it is ready.
@@ -766,11 +816,11 @@ impl PartitionScan {
         let narrowed = !matches!(spans.as_slice(), [only] if *only == (0..rows));
         if self.filter.is_none() && !narrowed {
             // Every row is read: no units to track. The columns returned as string views are
-            // read as dictionaries where stored so, for `with_text_views` to point views into
+            // read as dictionaries where stored so, for `with_text_forms` to point views into
             // the dictionary's values: decoded as text, each row's string was copied out of
             // the dictionary and then made a view one by one (TPC-H Q12's 1.5 M order
-            // priorities).
-            let viewed = self.text_views.clone();
+            // priorities). Those returned as dictionaries are read as such, of course.
+            let viewed = self.text_forms_read_as_dictionaries();
             let dictionaries = self
                 .dictionary_readers
                 .reader(component, metadata, viewed)?;
@@ -990,7 +1040,7 @@ impl Iterator for PartitionScan {
                 batches
                     .into_iter()
                     .filter(|b| b.num_rows() > 0)
-                    .map(|b| self.with_text_views(self.with_text_lengths(b)?))
+                    .map(|b| self.with_text_forms(self.with_text_lengths(b)?))
                     .collect::<Result<Vec<_>>>()
             });
             match counted {

@@ -134,16 +134,17 @@ fn orders(dir: &std::path::Path) -> Storage {
 /// Every row a scan of `projection` with `filter` returns, as text, sorted; each column's type
 /// is checked to be what the dataset declares.
 fn scanned(storage: &Storage, projection: &[usize], filter: ModeIn) -> Vec<String> {
-    scanned_with_views(storage, projection, Some(filter), &[])
+    scanned_in_forms(storage, projection, Some(filter), &[], &[])
 }
 
-/// [`scanned`] with an optional filter, the text columns at `views` (dataset positions) asked
-/// as string views and checked to come back so.
-fn scanned_with_views(
+/// [`scanned`] with an optional filter, the text columns at `views` and `dictionaries`
+/// (dataset positions) asked as string views and as dictionaries, and checked to come back so.
+fn scanned_in_forms(
     storage: &Storage,
     projection: &[usize],
     filter: Option<ModeIn>,
     views: &[usize],
+    dictionaries: &[usize],
 ) -> Vec<String> {
     let request = ScanRequest {
         projection: Some(projection.to_vec()),
@@ -153,6 +154,7 @@ fn scanned_with_views(
         }),
         narrowing: Narrowing {
             text_views: views.to_vec(),
+            text_dictionaries: dictionaries.to_vec(),
             ..Default::default()
         },
         ..Default::default()
@@ -166,9 +168,12 @@ fn scanned_with_views(
             for ((field, column), dataset_column) in
                 fields.iter().zip(batch.columns()).zip(projection)
             {
-                let expected = match views.contains(dataset_column) {
-                    true => ArrowType::Utf8View,
-                    false => declared.field(*dataset_column).data_type().clone(),
+                let expected = if views.contains(dataset_column) {
+                    ArrowType::Utf8View
+                } else if dictionaries.contains(dataset_column) {
+                    ArrowType::Dictionary(Box::new(ArrowType::Int32), Box::new(ArrowType::Utf8))
+                } else {
+                    declared.field(*dataset_column).data_type().clone()
                 };
                 assert_eq!(column.data_type(), &expected, "{}", field.name());
                 assert_eq!(field.data_type(), column.data_type());
@@ -229,7 +234,7 @@ fn text_without_a_dictionary_reaches_the_filter_as_text() {
 }
 
 #[test]
-fn text_asked_as_views_comes_back_as_views_of_the_same_values() {
+fn text_asked_as_views_or_dictionaries_comes_back_so_with_the_same_values() {
     let dir = tempfile::tempdir().unwrap();
     let storage = orders(dir.path());
     // Rows in memory beside the component: read from Arrow batches, not from pages.
@@ -248,10 +253,19 @@ fn text_asked_as_views_comes_back_as_views_of_the_same_values() {
             .insert("d", record_from_json(&record_type, &doc).unwrap())
             .unwrap();
     }
-    // `mode` is stored with a dictionary, `note` without; each asked as views alone and both.
+    // `mode` is stored with a dictionary, `note` without; each asked as views or as a
+    // dictionary, alone and both.
+    let forms: [(&[usize], &[usize]); 6] = [
+        (&[1], &[]),
+        (&[2], &[]),
+        (&[1, 2], &[]),
+        (&[], &[1]),
+        (&[], &[2]),
+        (&[2], &[1]),
+    ];
     for (projection, mode_position) in [(vec![0, 1, 2, 3], 1), (vec![3, 2, 1, 0], 2)] {
         let width = projection.len();
-        for views in [vec![1], vec![2], vec![1, 2]] {
+        for (views, dictionaries) in forms {
             let filters = [
                 None,
                 Some((false, false)),
@@ -263,8 +277,9 @@ fn text_asked_as_views_comes_back_as_views_of_the_same_values() {
                 let make = |(narrow, dictionaries)| {
                     ModeIn::new(mode_position, width, narrow, dictionaries)
                 };
-                let as_text = scanned_with_views(&storage, &projection, filter.map(make), &[]);
-                let as_views = scanned_with_views(&storage, &projection, filter.map(make), &views);
+                let as_text = scanned_in_forms(&storage, &projection, filter.map(make), &[], &[]);
+                let as_views =
+                    scanned_in_forms(&storage, &projection, filter.map(make), views, dictionaries);
                 let expected_rows = match filter {
                     None => 5_000 - 5_000usize.div_ceil(13) + 100,
                     Some(_) => as_text.len(),
@@ -273,17 +288,45 @@ fn text_asked_as_views_comes_back_as_views_of_the_same_values() {
                 assert!(!as_text.is_empty());
                 assert_eq!(
                     as_views, as_text,
-                    "{projection:?} views {views:?} {filter:?}"
+                    "{projection:?} views {views:?} dictionaries {dictionaries:?} {filter:?}"
                 );
             }
         }
     }
-    // Views of a column not projected, or not text, are refused by name.
-    for (projection, views) in [(vec![0, 2], vec![1]), (vec![0, 1, 3], vec![3])] {
+    // Views or a dictionary of a column not projected, or not text, or asked in both forms,
+    // are refused by name.
+    let refused = [
+        (
+            vec![0, 2],
+            vec![1],
+            vec![],
+            "string views asked of column 1",
+        ),
+        (
+            vec![0, 1, 3],
+            vec![3],
+            vec![],
+            "string views asked of column 3",
+        ),
+        (
+            vec![0, 2],
+            vec![],
+            vec![1],
+            "a dictionary asked of column 1",
+        ),
+        (
+            vec![0, 1, 3],
+            vec![1],
+            vec![1],
+            "a dictionary asked of column 1",
+        ),
+    ];
+    for (projection, views, dictionaries, message) in refused {
         let request = ScanRequest {
             projection: Some(projection),
             narrowing: Narrowing {
                 text_views: views,
+                text_dictionaries: dictionaries,
                 ..Default::default()
             },
             ..Default::default()
@@ -293,6 +336,6 @@ fn text_asked_as_views_comes_back_as_views_of_the_same_values() {
             .err()
             .expect("refused")
             .to_string();
-        assert!(error.contains("string views asked of column"), "{error}");
+        assert!(error.contains(message), "{error}");
     }
 }

@@ -89,22 +89,45 @@ fn reading_as_dictionaries(
     )
 }
 
-/// `batch` with each dictionary column turned back into text, and each text column that
-/// `viewed` names (a dictionary one included) made string views (`Utf8View`): for the same
-/// rows, the batch a read decoding them as text would have returned, converted. A dictionary
-/// becomes views pointing into its values, none copied; plain text becomes views of its own
-/// buffer, also uncopied.
-pub fn as_text_or_views(
+/// The form in which a scan returns a text column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextForm {
+    /// `Utf8`: each row's string in the batch's own buffer.
+    Text,
+    /// String views (`Utf8View`). A dictionary becomes views pointing into its values, none
+    /// copied; plain text becomes views of its own buffer, also uncopied.
+    Views,
+    /// A dictionary (`Dictionary(Int32, Utf8)`): each row an index into the distinct values,
+    /// as stored. Text read otherwise (rows in memory, a chunk whose dictionary overflowed)
+    /// is encoded anew.
+    Dictionary,
+}
+
+/// The type of a column of text in `form`.
+pub fn text_form_type(form: TextForm) -> DataType {
+    match form {
+        TextForm::Text => DataType::Utf8,
+        TextForm::Views => DataType::Utf8View,
+        TextForm::Dictionary => dictionary_of(DataType::Utf8),
+    }
+}
+
+/// `batch` with each text column, whether read as text or as a dictionary, in the form that
+/// `form_of` gives for its name: for the same rows, the batch a read decoding them as text
+/// would have returned, converted.
+pub fn in_text_forms(
     batch: RecordBatch,
-    viewed: impl Fn(&str) -> bool,
+    form_of: impl Fn(&str) -> TextForm,
 ) -> std::result::Result<RecordBatch, ArrowError> {
     let schema = batch.schema();
-    let target = |field: &Field| match field.data_type() {
-        DataType::Utf8 | DataType::Dictionary(..) if viewed(field.name()) => {
-            Some(DataType::Utf8View)
-        }
-        DataType::Dictionary(_, value) => Some(value.as_ref().clone()),
-        _ => None,
+    let target = |field: &Field| {
+        let text = match field.data_type() {
+            DataType::Utf8 => true,
+            DataType::Dictionary(_, value) => value.as_ref() == &DataType::Utf8,
+            _ => false,
+        };
+        let wanted = text_form_type(form_of(field.name()));
+        (text && field.data_type() != &wanted).then_some(wanted)
     };
     if !schema.fields().iter().any(|field| target(field).is_some()) {
         return Ok(batch);
