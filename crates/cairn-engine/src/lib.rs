@@ -35,6 +35,7 @@ mod column_remap;
 pub mod database;
 pub mod ddl;
 pub mod describe;
+mod dictionary_entry_test;
 mod direct_read;
 pub mod dml;
 pub mod error;

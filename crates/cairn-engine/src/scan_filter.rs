@@ -6,6 +6,7 @@
 //! DataFusion still applies every pushed filter after the scan (they are pushed as inexact),
 //! so a filter the scan cannot take over costs nothing but the skipping.
 
+use crate::dictionary_entry_test::EntryTest;
 use crate::like_parts::LikeParts;
 use crate::table::{comparison, field_path, literal_value};
 use cairn_model::Value;
@@ -175,6 +176,8 @@ struct Conjunct {
     float_comparison: Option<FloatComparison>,
     /// `expr` as a `LIKE` of several literal parts searched one by one, when it is one.
     like_parts: Option<LikeParts>,
+    /// `expr` over one column's dictionary entries, when it reads one column alone.
+    entry_test: Option<EntryTest>,
     /// Whether evaluating it over every row costs about as much as choosing rows for it.
     cheap: bool,
 }
@@ -214,6 +217,7 @@ impl PhysicalFilter {
                 expr: conjunct.clone(),
                 float_comparison: FloatComparison::of(conjunct, schema),
                 like_parts: LikeParts::of(conjunct),
+                entry_test: EntryTest::of(conjunct, schema),
                 cheap: is_cheap(conjunct),
             })
             .collect();
@@ -238,6 +242,9 @@ impl PhysicalFilter {
         conjunct: &Conjunct,
         batch: &RecordBatch,
     ) -> Result<BooleanBuffer, String> {
+        if let Some(answers) = conjunct.entry_test.as_ref().and_then(|t| t.evaluate(batch)) {
+            return answers;
+        }
         if let Some(like_parts) = &conjunct.like_parts {
             return like_parts.evaluate(batch).map_err(|e| e.to_string());
         }
