@@ -375,8 +375,9 @@ impl IndexColumn<'_> {
     }
 }
 
-/// The slots of `keys` (of `rows` rows) when every column is a text dictionary and their
-/// combinations number at most [`INDEX_SLOTS_MAX`]; `None` otherwise.
+/// The slots of `keys` (of `rows` rows) when every column is a text dictionary of no more
+/// entries than rows and their combinations number at most [`INDEX_SLOTS_MAX`]; `None`
+/// otherwise.
 fn index_slots(keys: &[ArrayRef], rows: usize) -> Option<IndexSlots<'_>> {
     let mut columns = Vec::with_capacity(keys.len());
     let mut count = 1usize;
@@ -385,6 +386,9 @@ fn index_slots(keys: &[ArrayRef], rows: usize) -> Option<IndexSlots<'_>> {
             return None;
         }
         let dictionary = array.as_dictionary::<Int32Type>();
+        if dictionary.values().len() > rows {
+            return None; // keyed by the rows' own values (`ColumnCodes::row_keys`)
+        }
         let entries = dictionary.values().len() + 1;
         columns.push(IndexColumn {
             indices: dictionary.keys().values(),
@@ -433,6 +437,14 @@ impl ColumnCodes {
         }
         if is_text_dictionary(&self.data_type) {
             let dictionary = array.as_dictionary::<Int32Type>();
+            if dictionary.values().len() > array.len() {
+                // Keying every entry would cost more than the rows: key the rows' own views.
+                // (A wrong estimate of few values brings such dictionaries.)
+                let views = arrow::compute::cast(array, &DataType::Utf8View)?;
+                return Ok(self
+                    .view_keys(&views)?
+                    .map(|keys| Cow::Owned(keys.into_owned())));
+            }
             let Some(entry_keys) = self.entry_keys(dictionary)? else {
                 return Ok(None);
             };
@@ -809,10 +821,35 @@ mod tests {
         ];
         assert_eq!(numbered(&mut wide, &keys), numbered(&mut by_views, &views));
         // Beside a number column, a dictionary is numbered by its entries' keys.
-        let mut mixed = GroupNumbers::new(&[dictionary_type, DataType::Int64], 100).unwrap();
+        let mut mixed =
+            GroupNumbers::new(&[dictionary_type.clone(), DataType::Int64], 100).unwrap();
         let years: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None, Some(1), Some(1)]));
         let flags = dictionary(&[Some("A"), Some("A"), None, Some("A")], true, false);
         assert_eq!(numbered(&mut mixed, &[flags, years]), vec![0, 1, 2, 0]);
+        // A dictionary of more entries than its batch has rows is numbered by the rows' own
+        // values, long ones included, alike with the same values from a small dictionary.
+        let long = "a value longer than twelve bytes";
+        let rows = [Some(long), Some("name 3"), None, Some(long)];
+        let mut wide_entries: Vec<Option<&str>> = names.iter().map(|n| Some(n.as_str())).collect();
+        wide_entries.push(Some(long));
+        let index = |value: &Option<&str>| {
+            value.map(|v| wide_entries.iter().position(|e| *e == Some(v)).unwrap() as i32)
+        };
+        let indices = Int32Array::from(rows.iter().map(index).collect::<Vec<_>>());
+        let wide_dictionary: ArrayRef = Arc::new(DictionaryArray::new(
+            indices,
+            Arc::new(StringArray::from(wide_entries.clone())),
+        ));
+        let mut by_rows = GroupNumbers::new(std::slice::from_ref(&dictionary_type), 100).unwrap();
+        assert_eq!(numbered(&mut by_rows, &[wide_dictionary]), vec![0, 1, 2, 0]);
+        let small = dictionary(&[Some("name 3"), Some(long), None], false, false);
+        assert_eq!(numbered(&mut by_rows, &[small]), vec![1, 0, 2]);
+        let keys = by_rows.keys(3).unwrap();
+        assert_eq!(keys[0].data_type(), &dictionary_type);
+        let as_text = arrow::compute::cast(&keys[0], &DataType::Utf8).unwrap();
+        let expected: ArrayRef =
+            Arc::new(StringArray::from(vec![Some(long), Some("name 3"), None]));
+        assert_eq!(&as_text, &expected);
     }
 
     #[test]
