@@ -342,13 +342,7 @@ pub(crate) fn fixed_width_leaf(
     column: usize,
 ) -> Option<FixedWidthLeaf> {
     let field = footer.schema().fields().get(column)?;
-    let (width, physical) = match field.data_type() {
-        DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
-        DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
-        DataType::Float64 => (8, PhysicalType::DOUBLE),
-        DataType::Float32 => (4, PhysicalType::FLOAT),
-        _ => return None,
-    };
+    let (width, physical) = fixed_width_of(field.data_type())?;
     let schema = footer.parquet_schema();
     let leaf =
         (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
@@ -371,6 +365,25 @@ pub(crate) fn fixed_width_leaf(
         uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
         dictionary,
     })
+}
+
+/// The bytes per value and Parquet's physical type of a column of `data_type` that
+/// [`fixed_width_leaf`] takes; `None` for other types.
+fn fixed_width_of(data_type: &DataType) -> Option<(usize, PhysicalType)> {
+    Some(match data_type {
+        DataType::Int64 | DataType::Timestamp(..) => (8, PhysicalType::INT64),
+        DataType::Int32 | DataType::Date32 => (4, PhysicalType::INT32),
+        DataType::Float64 => (8, PhysicalType::DOUBLE),
+        DataType::Float32 => (4, PhysicalType::FLOAT),
+        _ => return None,
+    })
+}
+
+/// Whether column `column` (of the dataset schema) is of a type [`fixed_width_leaf`] takes,
+/// however its chunks are stored.
+pub(crate) fn fixed_width_column(footer: &ArrowReaderMetadata, column: usize) -> bool {
+    let field = footer.schema().fields().get(column);
+    field.is_some_and(|field| fixed_width_of(field.data_type()).is_some())
 }
 
 /// [`fixed_width_leaf`] when its chunk is plain, without a dictionary.
