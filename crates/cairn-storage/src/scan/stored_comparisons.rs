@@ -220,26 +220,26 @@ impl StoredComparisons {
             paged = component.paged_metadata()?;
             paged.as_ref()
         };
-        let mut chunks = Vec::with_capacity(columns.len());
+        // The chunks read in place first: one that cannot be gives up before any column is
+        // decoded for nothing.
+        let mut in_place = Vec::with_capacity(columns.len());
         let mut unsatisfiable = false;
         for (position, leaf) in leaves.into_iter().enumerate() {
             let chunk = match leaf {
                 Some(leaf) if leaf.dictionary => {
-                    DictionaryChunk::read(component, metadata, row_group, &leaf)?
-                        .map(StoredChunk::Dictionary)
+                    let chunk = DictionaryChunk::read(component, metadata, row_group, &leaf)?;
+                    let Some(chunk) = chunk else {
+                        return Ok(None);
+                    };
+                    Some(StoredChunk::Dictionary(chunk))
                 }
                 Some(leaf) => {
-                    plain_chunk(component, metadata, row_group, leaf)?.map(StoredChunk::Plain)
+                    let Some(chunk) = plain_chunk(component, metadata, row_group, leaf)? else {
+                        return Ok(None);
+                    };
+                    Some(StoredChunk::Plain(chunk))
                 }
-                None => Some(StoredChunk::Decoded(decoded_chunk(
-                    component,
-                    metadata,
-                    row_group,
-                    columns[position],
-                )?)),
-            };
-            let Some(chunk) = chunk else {
-                return Ok(None);
+                None => None,
             };
             let on_column = comparisons.iter().filter(|c| c.position == position);
             let bounds = if on_column.clone().next().is_some() {
@@ -248,6 +248,19 @@ impl StoredComparisons {
                 bounds
             } else {
                 None
+            };
+            in_place.push((chunk, bounds));
+        }
+        let mut chunks = Vec::with_capacity(columns.len());
+        for (position, (chunk, bounds)) in in_place.into_iter().enumerate() {
+            let chunk = match chunk {
+                Some(chunk) => chunk,
+                None => StoredChunk::Decoded(decoded_chunk(
+                    component,
+                    metadata,
+                    row_group,
+                    columns[position],
+                )?),
             };
             chunks.push((chunk, bounds));
         }
