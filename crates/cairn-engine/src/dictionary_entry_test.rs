@@ -12,6 +12,7 @@
 //! is left to the kernels, as is a conjunct whose answer may change between evaluations
 //! (`random()`).
 
+use crate::scan_filter::passing_bits;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{Int32Type, Schema, SchemaRef};
@@ -67,7 +68,7 @@ impl EntryTest {
         }
         // A row whose index is null holds a null value: its answer is that of a null entry,
         // added after the others (`IS NULL` passes it).
-        let entry_answers = || -> Result<Vec<bool>, String> {
+        let entry_answers = || -> Result<BooleanBuffer, String> {
             let null_entry = arrow::array::new_null_array(entries.data_type(), 1);
             let entries = arrow::compute::concat(&[entries.as_ref(), null_entry.as_ref()])
                 .map_err(|e| e.to_string())?;
@@ -79,12 +80,7 @@ impl EntryTest {
                 .evaluate(&batch)
                 .and_then(|value| value.into_array(count))
                 .map_err(|e| e.to_string())?;
-            let answers = answers
-                .as_boolean_opt()
-                .ok_or_else(|| format!("the filter {} is not a condition", self.over_entries))?;
-            Ok((0..answers.len())
-                .map(|entry| answers.is_valid(entry) && answers.value(entry))
-                .collect())
+            passing_bits(answers.as_ref(), &self.over_entries)
         };
         let passing = match entry_answers() {
             Ok(passing) => passing,
@@ -94,9 +90,10 @@ impl EntryTest {
         // An index past the dictionary (which Arrow refuses to build) passes nothing.
         let passes = |row: usize| {
             let index = indices.values()[row] as usize;
-            passing.get(index).copied().unwrap_or(false)
+            index < passing.len() && passing.value(index)
         };
-        let null_passes = passing.last().copied().unwrap_or(false);
+        // The null entry, added last.
+        let null_passes = passing.len() > entries.len() && passing.value(entries.len());
         let rows = batch.num_rows();
         Some(Ok(match indices.nulls() {
             None => BooleanBuffer::collect_bool(rows, passes),

@@ -341,6 +341,16 @@ struct IndexColumn<'a> {
 }
 
 impl IndexColumn<'_> {
+    /// The column of `dictionary`'s indices, each entry weighing `stride`.
+    fn of(dictionary: &DictionaryArray<Int32Type>, stride: usize) -> IndexColumn<'_> {
+        IndexColumn {
+            indices: dictionary.keys().values(),
+            nulls: dictionary.keys().nulls(),
+            missing: dictionary.values().len(),
+            stride,
+        }
+    }
+
     /// The entry of `row`: its index, or [`IndexColumn::missing`].
     #[inline]
     fn entry(&self, row: usize) -> usize {
@@ -390,12 +400,7 @@ fn index_slots(keys: &[ArrayRef], rows: usize) -> Option<IndexSlots<'_>> {
             return None; // keyed by the rows' own values (`ColumnCodes::row_keys`)
         }
         let entries = dictionary.values().len() + 1;
-        columns.push(IndexColumn {
-            indices: dictionary.keys().values(),
-            nulls: dictionary.keys().nulls(),
-            missing: dictionary.values().len(),
-            stride: count,
-        });
+        columns.push(IndexColumn::of(dictionary, count));
         count = count
             .checked_mul(entries)
             .filter(|&n| n <= INDEX_SLOTS_MAX)?;
@@ -448,13 +453,8 @@ impl ColumnCodes {
             let Some(entry_keys) = self.entry_keys(dictionary)? else {
                 return Ok(None);
             };
-            let missing = dictionary.values().len();
-            let indices = dictionary.keys();
-            let entry = |row: usize| match indices.is_null(row) {
-                true => missing,
-                false => indices.value(row) as usize,
-            };
-            let keys = (0..array.len()).map(|row| entry_keys.get(entry(row)).copied());
+            let column = IndexColumn::of(dictionary, 1);
+            let keys = (0..array.len()).map(|row| entry_keys.get(column.entry(row)).copied());
             return match keys.collect::<Option<Vec<u128>>>() {
                 Some(keys) => Ok(Some(Cow::Owned(keys))),
                 None => internal_err!("a dictionary index past its dictionary"),

@@ -20,7 +20,7 @@ use cairn_model::arrow_mapping::{build_array, records_to_batch};
 use cairn_model::{DataType, Key, KeyValue, RecordType};
 use cairn_storage::dataset::Dataset;
 use cairn_storage::ordered_index::OrderedIndexScan;
-use cairn_storage::scan::{RowFilter, TextForm, in_text_forms};
+use cairn_storage::scan::{NamedTextForms, RowFilter, TextForm};
 use cairn_storage::spatial_index::BoundingBox;
 use cairn_storage::{
     ColumnSummary, IndexKind, Narrowing, PartitionSummary, ScanFilter, ScanRequest,
@@ -314,13 +314,11 @@ impl DatasetScanExec {
         })
     }
 
-    /// The names of the columns produced in `form`.
-    fn text_form_names(&self, form: TextForm) -> Vec<String> {
-        let schema = self.schema();
+    /// The positions of the columns produced in `form`.
+    fn columns_in_form(&self, form: TextForm) -> impl Iterator<Item = usize> + '_ {
         (self.text_forms.iter())
-            .filter(|&&(_, f)| f == form)
-            .map(|&(column, _)| schema.field(column).name().clone())
-            .collect()
+            .filter(move |&&(_, f)| f == form)
+            .map(|&(column, _)| column)
     }
 
     pub fn dataset(&self) -> &Arc<Dataset> {
@@ -882,9 +880,8 @@ impl DatasetScanExec {
         match &self.outputs {
             None => {
                 let in_form = |form: TextForm| {
-                    (self.text_forms.iter())
-                        .filter(|&&(_, f)| f == form)
-                        .map(|&(c, _)| self.projection.as_ref().map_or(c, |p| p[c]))
+                    self.columns_in_form(form)
+                        .map(|c| self.projection.as_ref().map_or(c, |p| p[c]))
                         .collect()
                 };
                 Narrowing {
@@ -1525,7 +1522,10 @@ impl DisplayAs for DatasetScanExec {
             (TextForm::Views, "string views"),
             (TextForm::Dictionary, "string dictionaries"),
         ] {
-            let names = self.text_form_names(form);
+            let schema = self.schema();
+            let names: Vec<&str> = (self.columns_in_form(form))
+                .map(|column| schema.field(column).name().as_str())
+                .collect();
             if !names.is_empty() {
                 write!(f, ", {shown}=[{}]", names.join(", "))?;
             }
@@ -1640,14 +1640,11 @@ impl ExecutionPlan for DatasetScanExec {
         }
         if !self.text_forms.is_empty() {
             let schema = self.schema();
-            let forms: Vec<(String, TextForm)> = (self.text_forms.iter())
-                .map(|&(column, form)| (schema.field(column).name().clone(), form))
-                .collect();
-            let form_of = move |name: &str| {
-                let named = forms.iter().find(|(n, _)| n == name);
-                named.map_or(TextForm::Text, |&(_, form)| form)
-            };
-            let viewed = stream.map(move |batch| Ok(in_text_forms(batch?, &form_of)?));
+            let forms = NamedTextForms::new(
+                (self.text_forms.iter())
+                    .map(|&(column, form)| (schema.field(column).name().clone(), form)),
+            );
+            let viewed = stream.map(move |batch| Ok(forms.apply(batch?)?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), viewed));
         }
         // Rows produced, for EXPLAIN ANALYZE (the limit stream counts them itself).

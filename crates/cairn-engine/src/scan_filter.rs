@@ -256,14 +256,22 @@ impl PhysicalFilter {
                 .and_then(|value| value.into_array(batch.num_rows()))
                 .map_err(|e| e.to_string())?,
         };
-        let answers = array
-            .as_boolean_opt()
-            .ok_or_else(|| format!("the filter {} is not a condition", self.expr))?;
-        Ok(match answers.nulls() {
-            Some(valid) => answers.values() & valid.inner(),
-            None => answers.values().clone(),
-        })
+        passing_bits(array.as_ref(), &self.expr)
     }
+}
+
+/// The rows `answers` (what `condition` answered) pass, as bits: a missing answer fails.
+pub(crate) fn passing_bits(
+    answers: &dyn Array,
+    condition: &dyn fmt::Display,
+) -> Result<BooleanBuffer, String> {
+    let answers = answers
+        .as_boolean_opt()
+        .ok_or_else(|| format!("the filter {condition} is not a condition"))?;
+    Ok(match answers.nulls() {
+        Some(valid) => answers.values() & valid.inner(),
+        None => answers.values().clone(),
+    })
 }
 
 /// `column op constant` on a floating-point column where the constant is not zero, answered

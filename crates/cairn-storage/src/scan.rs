@@ -33,7 +33,7 @@ pub(crate) mod text_lengths;
 use row_group_read::SelectedRows;
 pub use row_group_read::late_decoded_share;
 use text_dictionaries::DictionaryReaders;
-pub use text_dictionaries::{TextForm, in_text_forms, text_form_type};
+pub use text_dictionaries::{NamedTextForms, TextForm, text_form_type};
 pub use text_lengths::with_character_counts;
 
 /// An inclusive range on a top-level scalar column; rows outside it may be skipped (it prunes,
@@ -207,11 +207,12 @@ pub struct PartitionScan {
     text_lengths: Vec<usize>,
     /// [`Narrowing::struct_fields`].
     struct_fields: Vec<(usize, Vec<String>)>,
-    /// [`Narrowing::text_views`] and [`Narrowing::text_dictionaries`], each ascending and
-    /// deduplicated, and the form of each by name.
-    text_views: Vec<usize>,
-    text_dictionaries: Vec<usize>,
-    text_forms: Vec<(String, TextForm)>,
+    /// The columns (dataset positions) read as dictionaries where stored so, whatever the
+    /// filter: [`Narrowing::text_views`] and [`Narrowing::text_dictionaries`], made from the
+    /// dictionary's values.
+    text_read_as_dictionaries: Vec<usize>,
+    /// The form of each of them by name.
+    text_forms: NamedTextForms,
     cache: Arc<PredicateCache>,
     /// Bounds the scan's ranges put on the leading key column: each component is sorted by
     /// key, so a row group's rows within them are one span, read alone.
@@ -594,13 +595,13 @@ impl Dataset {
             &text_views,
         )?;
         let name = |&column: &usize| self.shape.schema.field(column).name().clone();
-        let text_forms = (text_views.iter().map(|c| (name(c), TextForm::Views)))
-            .chain(
+        let text_forms = NamedTextForms::new(
+            (text_views.iter().map(|c| (name(c), TextForm::Views))).chain(
                 text_dictionaries
                     .iter()
                     .map(|c| (name(c), TextForm::Dictionary)),
-            )
-            .collect();
+            ),
+        );
         let ranges = self.range_columns(&request.ranges)?;
         {
             let view = partition.view();
@@ -656,8 +657,7 @@ impl Dataset {
                 runtime_filter: request.runtime_filter.clone(),
                 text_lengths,
                 struct_fields: request.narrowing.struct_fields.clone(),
-                text_views,
-                text_dictionaries,
+                text_read_as_dictionaries: [text_views, text_dictionaries].concat(),
                 text_forms,
                 cache: self.predicate_cache.clone(),
                 key_bounds: self.leading_key_bounds(&ranges),
@@ -704,30 +704,6 @@ impl PartitionScan {
                 .binary_search(&dataset_column(position))
                 .is_ok()
         })?)
-    }
-
-    /// `batch` (of the projected columns) with each [`Narrowing::text_views`] column as
-    /// string views and each [`Narrowing::text_dictionaries`] column as a dictionary; a read
-    /// may have converted some already.
-    fn with_text_forms(&self, batch: RecordBatch) -> Result<RecordBatch> {
-        if self.text_forms.is_empty() {
-            return Ok(batch);
-        }
-        Ok(in_text_forms(batch, |name| self.text_form(name))?)
-    }
-
-    /// The form in which the projected column `name` is returned, if text.
-    fn text_form(&self, name: &str) -> TextForm {
-        let named = self.text_forms.iter().find(|(n, _)| n == name);
-        named.map_or(TextForm::Text, |&(_, form)| form)
-    }
-
-    /// The columns (dataset positions) to read as dictionaries where stored so, whatever the
-    /// filter: those returned as views or dictionaries, made from the dictionary's values.
-    fn text_forms_read_as_dictionaries(&self) -> Vec<usize> {
-        let mut columns = self.text_views.clone();
-        columns.extend(&self.text_dictionaries);
-        columns
     }
 
     /// The runtime filter, once it is ready.
@@ -816,11 +792,11 @@ impl PartitionScan {
         let narrowed = !matches!(spans.as_slice(), [only] if *only == (0..rows));
         if self.filter.is_none() && !narrowed {
             // Every row is read: no units to track. The columns returned as string views are
-            // read as dictionaries where stored so, for `with_text_forms` to point views into
+            // read as dictionaries where stored so, for `NamedTextForms::apply` to point views into
             // the dictionary's values: decoded as text, each row's string was copied out of
             // the dictionary and then made a view one by one (TPC-H Q12's 1.5 M order
             // priorities). Those returned as dictionaries are read as such, of course.
-            let viewed = self.text_forms_read_as_dictionaries();
+            let viewed = self.text_read_as_dictionaries.clone();
             let dictionaries = self
                 .dictionary_readers
                 .reader(component, metadata, viewed)?;
@@ -1040,7 +1016,7 @@ impl Iterator for PartitionScan {
                 batches
                     .into_iter()
                     .filter(|b| b.num_rows() > 0)
-                    .map(|b| self.with_text_forms(self.with_text_lengths(b)?))
+                    .map(|b| Ok(self.text_forms.apply(self.with_text_lengths(b)?)?))
                     .collect::<Result<Vec<_>>>()
             });
             match counted {

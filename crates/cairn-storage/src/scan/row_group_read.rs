@@ -5,7 +5,6 @@
 
 use super::page_gather::read_gathering;
 use super::stored_comparisons::StoredComparisons;
-use super::text_dictionaries::in_text_forms;
 use super::text_lengths::{columnless_batch, read_text_lengths, uncounted, with_counts};
 use super::{PartitionScan, RowFilter, row_selection, take_offsets};
 use crate::component::DiskComponent;
@@ -49,7 +48,7 @@ impl PartitionScan {
         // as dictionaries: views point into a dictionary's values without copying them.
         let ready = match self.filter.as_ref().map(|filter| filter.rows.clone()) {
             Some(filter) => dataset_columns(self.projection.as_deref(), filter.dictionary_ready()),
-            None => self.text_forms_read_as_dictionaries(),
+            None => self.text_read_as_dictionaries.clone(),
         };
         let reader = self.dictionary_reader(&read, ready)?;
         for (batch, offsets) in read.read_live(self.projection.as_deref(), reader.as_deref())? {
@@ -59,12 +58,12 @@ impl PartitionScan {
                     note_matches(&mask, &offsets, matched);
                     runs += set_runs(mask.values());
                     let passed = arrow::compute::filter_record_batch(&batch, &mask)?;
-                    in_text_forms(passed, |name| self.text_form(name))?
+                    self.text_forms.apply(passed)?
                 }
                 None => {
                     // Only view and dictionary columns were read as dictionaries: their forms
                     // are given where every batch of the scan gets them
-                    // (`PartitionScan::with_text_forms`).
+                    // (`NamedTextForms::apply`).
                     runs += usize::from(batch.num_rows() > 0);
                     batch
                 }
@@ -163,7 +162,7 @@ impl PartitionScan {
                     note_matches(&mask, &offsets, matched);
                     passed_offsets.extend(mask.values().set_indices().map(|row| offsets[row]));
                     let passed = arrow::compute::filter_record_batch(&batch, &mask)?;
-                    passed_parts.push(in_text_forms(passed, |name| self.text_form(name))?);
+                    passed_parts.push(self.text_forms.apply(passed)?);
                 }
             }
         }

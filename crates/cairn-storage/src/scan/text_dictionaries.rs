@@ -112,10 +112,32 @@ pub fn text_form_type(form: TextForm) -> DataType {
     }
 }
 
+/// Text columns by name and the form each is returned in; any other is returned as text.
+#[derive(Debug, Clone, Default)]
+pub struct NamedTextForms(Vec<(String, TextForm)>);
+
+impl NamedTextForms {
+    pub fn new(forms: impl IntoIterator<Item = (String, TextForm)>) -> NamedTextForms {
+        NamedTextForms(forms.into_iter().collect())
+    }
+
+    /// The form of the column `name`, if text.
+    pub fn form_of(&self, name: &str) -> TextForm {
+        let named = self.0.iter().find(|(n, _)| n == name);
+        named.map_or(TextForm::Text, |&(_, form)| form)
+    }
+
+    /// `batch` with each text column, whether read as text or as a dictionary (one read so
+    /// for a filter goes back to text), in its form: for the same rows, the batch a read
+    /// decoding them as text would have returned, converted.
+    pub fn apply(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, ArrowError> {
+        in_text_forms(batch, |name| self.form_of(name))
+    }
+}
+
 /// `batch` with each text column, whether read as text or as a dictionary, in the form that
-/// `form_of` gives for its name: for the same rows, the batch a read decoding them as text
-/// would have returned, converted.
-pub fn in_text_forms(
+/// `form_of` gives for its name.
+fn in_text_forms(
     batch: RecordBatch,
     form_of: impl Fn(&str) -> TextForm,
 ) -> std::result::Result<RecordBatch, ArrowError> {
