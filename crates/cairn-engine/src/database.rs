@@ -96,10 +96,13 @@ impl Database {
                 "datafusion.execution.perfect_hash_join_small_build_threshold",
                 ARRAY_JOIN_KEY_SPAN_MAX,
             )
+            // JoinSelection weighs build sides by key_join_estimates.rs's estimates.
+            .set_bool("datafusion.optimizer.use_statistics_registry", true)
             .with_option_extension(crate::access_path::CairnOptions::default());
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            .with_statistics_registry(crate::key_join_estimates::statistics_registry())
             .with_optimizer_rule(Arc::new(crate::join_order::JoinOrder))
             .with_optimizer_rule(Arc::new(crate::group_key_joins::GroupKeyJoins))
             .with_physical_optimizer_rule(Arc::new(crate::index_top_k::IndexTopK))

@@ -52,6 +52,7 @@ pub mod join_order;
 pub mod json_file;
 pub mod json_rows;
 pub mod key_delete;
+pub mod key_join_estimates;
 pub mod key_run_aggregate;
 mod key_runs;
 mod laned_sums;

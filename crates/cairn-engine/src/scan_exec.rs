@@ -848,6 +848,25 @@ impl DatasetScanExec {
         matches!(self.access, Access::Full { .. }) && self.outputs.is_none()
     }
 
+    /// The positions in this scan's output of its dataset's primary key, with the dataset's
+    /// live rows: no two rows the scan returns share them (key_join_estimates.rs). `None`
+    /// when a key field is not among the columns returned as read.
+    pub(crate) fn primary_key_columns(&self) -> Option<(Vec<usize>, u64)> {
+        if self.outputs.is_some() {
+            return None;
+        }
+        let schema = self.schema();
+        let columns = self
+            .dataset
+            .shape
+            .dataset_type
+            .primary_key
+            .iter()
+            .map(|field| schema.index_of(field).ok())
+            .collect::<Option<Vec<_>>>()?;
+        Some((columns, self.dataset.live_rows()))
+    }
+
     /// A copy without its runtime filters, when it reads its columns together and `grouped`
     /// says no GROUP BY lies between it and the join filling them: then the filters spare
     /// nothing (see runtime_filter_reach.rs). `None` when it keeps them.
