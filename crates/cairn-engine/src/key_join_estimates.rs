@@ -1,5 +1,6 @@
-//! Row estimates of joins on unique keys: a provider in DataFusion's statistics registry,
-//! which JoinSelection consults when it picks each hash join's build side and mode.
+//! Row estimates that know unique keys and filters' selectivity: a provider in DataFusion's
+//! statistics registry, which JoinSelection consults when it picks each hash join's build
+//! side and mode.
 //!
 //! DataFusion estimates an equi-join by its most selective single pair of key columns: both
 //! sides' rows over the larger distinct count of that pair. A join on a composite key is
@@ -233,8 +234,7 @@ fn equated_columns(join: &HashJoinExec) -> Vec<(usize, usize)> {
 fn join_unique_keys(join: &HashJoinExec, left: UniqueKeys, right: UniqueKeys) -> UniqueKeys {
     let left_width = join.left().schema().fields().len();
     let equated = equated_columns(join);
-    let left_columns: Vec<usize> = equated.iter().map(|&(l, _)| l).collect();
-    let right_columns: Vec<usize> = equated.iter().map(|&(_, r)| r).collect();
+    let (left_columns, right_columns): (Vec<usize>, Vec<usize>) = equated.iter().copied().unzip();
     let joined = match join.join_type() {
         JoinType::Inner => {
             let mut keys = Vec::new();
@@ -288,8 +288,7 @@ fn keyed_join_rows(join: &HashJoinExec, child_stats: &[ExtendedStatistics]) -> O
     let keys = |child: usize| child_stats.get(child)?.get_extension::<UniqueKeys>();
     let (left_rows, right_rows) = (rows(0)?, rows(1)?);
     let equated = equated_columns(join);
-    let left_columns: Vec<usize> = equated.iter().map(|&(l, _)| l).collect();
-    let right_columns: Vec<usize> = equated.iter().map(|&(_, r)| r).collect();
+    let (left_columns, right_columns): (Vec<usize>, Vec<usize>) = equated.iter().copied().unzip();
     let through_right = keys(1)
         .and_then(|keys| keys.covered_by(&right_columns))
         .map(|table_rows| left_rows * (right_rows / table_rows).min(1.0));
@@ -370,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn rows_are_lowered_never_raised() {
+    fn join_estimates_only_lower_rows_and_filter_estimates_set_them() {
         let statistics = Statistics {
             num_rows: Precision::Inexact(1_000),
             total_byte_size: Precision::Inexact(8_000),

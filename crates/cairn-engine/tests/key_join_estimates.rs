@@ -124,62 +124,57 @@ async fn builds_orders(db: &Database, query: &str) -> bool {
     join.left().schema().index_of("o_key").is_ok()
 }
 
+/// The answer of `query`, once its join with orders is seen to build the other side with
+/// Cairn's estimates and the orders with DataFusion's, and to answer alike both ways.
+async fn answer_built_both_ways(db: &Database, query: &str) -> Vec<String> {
+    assert!(!builds_orders(db, query).await);
+    let answer = rows(db, query).await;
+    db.sql("SET datafusion.optimizer.use_statistics_registry = false")
+        .await
+        .unwrap();
+    assert!(builds_orders(db, query).await);
+    assert_eq!(answer, rows(db, query).await);
+    db.sql("SET datafusion.optimizer.use_statistics_registry = true")
+        .await
+        .unwrap();
+    answer
+}
+
+/// The sum of column `column` (from 0) of rows as [`rows`] prints them.
+fn column_sum(answer: &[String], column: usize) -> usize {
+    let cell = |row: &String| {
+        row.split('|')
+            .nth(column + 1)
+            .unwrap()
+            .trim()
+            .parse::<usize>()
+    };
+    answer.iter().map(|row| cell(row).unwrap()).sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_join_after_a_composite_key_join_builds_its_smaller_side() {
     let (_dir, db) = loaded().await;
 
-    assert!(!builds_orders(&db, PROFIT).await);
-    let answer = rows(&db, PROFIT).await;
-
-    db.sql("SET datafusion.optimizer.use_statistics_registry = false")
-        .await
-        .unwrap();
-    assert!(builds_orders(&db, PROFIT).await);
-    assert_eq!(answer, rows(&db, PROFIT).await);
+    let answer = answer_built_both_ways(&db, PROFIT).await;
 
     // Every year has azure lines: 100 parts of 2,000, about 3,200 of the 64,000 lines.
     assert_eq!(answer.len(), 7, "{answer:#?}");
-    let lines: usize = answer
-        .iter()
-        .map(|row| {
-            row.split('|')
-                .nth(3)
-                .unwrap()
-                .trim()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
-    assert_eq!(lines, ORDERS * LINES_PER_ORDER / COLOURED_EVERY);
+    assert_eq!(
+        column_sum(&answer, 2),
+        ORDERS * LINES_PER_ORDER / COLOURED_EVERY
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_text_equality_on_a_dimension_is_estimated_by_its_distinct_values() {
     let (_dir, db) = loaded().await;
 
-    assert!(!builds_orders(&db, ONE_BRAND).await);
-    let answer = rows(&db, ONE_BRAND).await;
-
-    db.sql("SET datafusion.optimizer.use_statistics_registry = false")
-        .await
-        .unwrap();
-    assert!(builds_orders(&db, ONE_BRAND).await);
-    assert_eq!(answer, rows(&db, ONE_BRAND).await);
+    let answer = answer_built_both_ways(&db, ONE_BRAND).await;
 
     let expected = (0..ORDERS * LINES_PER_ORDER)
         .filter(|&k| part_of_line(k) % BRANDS == 7 && (k / LINES_PER_ORDER) % YEARS >= 4)
         .count();
-    let counted: usize = answer
-        .iter()
-        .map(|row| {
-            row.split('|')
-                .nth(2)
-                .unwrap()
-                .trim()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
     assert_eq!(answer.len(), 3, "{answer:#?}");
-    assert_eq!(counted, expected);
+    assert_eq!(column_sum(&answer, 1), expected);
 }
