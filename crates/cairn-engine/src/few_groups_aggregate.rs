@@ -72,31 +72,29 @@ impl PhysicalOptimizerRule for FewGroupsAggregate {
     }
 }
 
-/// Whether `aggregate` is a partial aggregate this may replace: [`numbers_few_groups`], its
-/// keys of numberable types.
+/// Whether `aggregate` is a partial aggregate this may replace: [`few_group_keys`], of
+/// numberable types.
 fn qualifies(aggregate: &AggregateExec) -> Result<bool> {
     let input_schema = aggregate.input().schema();
     let numbered = |column: usize| numberable(input_schema.field(column).data_type());
-    let Some(key_columns) = plain_group_columns(aggregate, KEY_COLUMNS_MAX) else {
-        return Ok(false);
-    };
-    Ok(key_columns.into_iter().all(numbered) && numbers_few_groups(aggregate)?)
+    Ok(few_group_keys(aggregate)?.is_some_and(|keys| keys.into_iter().all(numbered)))
 }
 
-/// Whether `aggregate` is a partial aggregate whose groups this would number, its keys' types
-/// aside: plain grouping by up to [`KEY_COLUMNS_MAX`] columns with few estimated values, over
-/// a large input, into accumulators of small states. text_group_views.rs asks it to choose
-/// the form of text keys, which are numbered fastest as dictionaries.
-pub(crate) fn numbers_few_groups(aggregate: &AggregateExec) -> Result<bool> {
+/// The key columns of `aggregate` when it is a partial aggregate whose groups this would
+/// number, their types aside: plain grouping by up to [`KEY_COLUMNS_MAX`] columns with few
+/// estimated values, over a large input, into accumulators of small states. text_group_views.rs
+/// asks it to choose the form of text keys, which are numbered fastest as dictionaries.
+pub(crate) fn few_group_keys(aggregate: &AggregateExec) -> Result<Option<Vec<usize>>> {
     let Some(key_columns) = plain_group_columns(aggregate, KEY_COLUMNS_MAX) else {
-        return Ok(false);
+        return Ok(None);
     };
     if *aggregate.mode() != AggregateMode::Partial {
-        return Ok(false);
+        return Ok(None);
     }
     let statistics =
         StatisticsContext::new().compute(aggregate.input().as_ref(), &StatisticsArgs::new())?;
-    Ok(replaceable(aggregate, &statistics.num_rows) && few_groups(&statistics, &key_columns))
+    let few = replaceable(aggregate, &statistics.num_rows) && few_groups(&statistics, &key_columns);
+    Ok(few.then_some(key_columns))
 }
 
 /// Whether the keys at `key_columns` are estimated to hold at most [`ESTIMATED_GROUPS_MAX`]

@@ -143,7 +143,7 @@ impl GroupNumbers {
         }
         let rows = keys.first().map_or(0, |k| k.len());
         if let Some(slots) = index_slots(keys, rows) {
-            return self.number_by_indices(keys, &slots, numbers);
+            return self.number_by_indices(keys, rows, &slots, numbers);
         }
         let mut row_keys = Vec::with_capacity(keys.len());
         for (column, array) in self.columns.iter_mut().zip(keys) {
@@ -200,11 +200,12 @@ impl GroupNumbers {
         Ok(Ok(()))
     }
 
-    /// [`Self::number`] for key columns that are all text dictionaries, whose combinations of
-    /// indices `slots` describes.
+    /// [`Self::number`] for key columns of `rows` rows that are all text dictionaries, whose
+    /// combinations of indices `slots` describes.
     fn number_by_indices(
         &mut self,
         keys: &[ArrayRef],
+        rows: usize,
         slots: &IndexSlots,
         numbers: &mut Vec<usize>,
     ) -> Result<std::result::Result<(), Overflow>> {
@@ -215,7 +216,6 @@ impl GroupNumbers {
                 None => return Ok(Err(Overflow)),
             }
         }
-        let rows = keys.first().map_or(0, |k| k.len());
         // Every row's slot first, a column at a time: loops the compiler vectorizes.
         numbers.clear();
         numbers.resize(rows, 0);

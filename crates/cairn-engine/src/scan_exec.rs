@@ -14,6 +14,7 @@ use crate::scan_counters::ScanCounters;
 use crate::scan_filter::runtime_row_filter;
 use crate::scan_outputs::ScanOutputs;
 use crate::table::storage_error;
+use crate::text_group_views::TextForms;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use cairn_model::arrow_mapping::{build_array, records_to_batch};
@@ -53,7 +54,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -88,9 +89,9 @@ pub struct DatasetScanExec {
     /// character counts of text); `None` produces the projected columns as read.
     outputs: Option<ScanOutputs>,
     /// Positions of the text columns produced as string views (`Utf8View`) or dictionaries
-    /// rather than `Utf8`, ascending, with their form (see text_group_views.rs); in the
-    /// output schema already.
-    text_forms: Vec<(usize, TextForm)>,
+    /// rather than `Utf8`, with their form (see text_group_views.rs); in the output schema
+    /// already.
+    text_forms: TextForms,
     /// Rows each partition stops after, once DataFusion pushes a limit down.
     fetch: Option<usize>,
     /// Conditions filled in while the query runs (a hash join's dynamic filter on its probe
@@ -235,7 +236,7 @@ impl DatasetScanExec {
             access,
             projection,
             outputs,
-            text_forms: Vec::new(),
+            text_forms: TextForms::new(),
             fetch,
             runtime_filters: Vec::new(),
             statistics,
@@ -261,7 +262,7 @@ impl DatasetScanExec {
             applied_filter: None,
             properties: Arc::new(plan_properties(&self.access, outputs.schema(), partitions)),
             outputs: Some(outputs),
-            text_forms: Vec::new(),
+            text_forms: TextForms::new(),
             metrics: ExecutionPlanMetricsSet::new(),
             ..self.reading_copy()
         }
@@ -270,10 +271,7 @@ impl DatasetScanExec {
     /// This scan producing its text columns at `columns` (positions in its output, each
     /// `Utf8` and read as it is stored) in the forms given; `None` when one is not such a
     /// column, or a runtime filter reads one (its expression was made for `Utf8`).
-    pub(crate) fn with_text_forms(
-        &self,
-        columns: &BTreeMap<usize, TextForm>,
-    ) -> Option<DatasetScanExec> {
+    pub(crate) fn with_text_forms(&self, columns: &TextForms) -> Option<DatasetScanExec> {
         let schema = self.schema();
         let plain_text = |&column: &usize| {
             let text = schema
@@ -296,8 +294,7 @@ impl DatasetScanExec {
             return None;
         }
         let mut text_forms = self.text_forms.clone();
-        text_forms.extend(columns.iter().map(|(&column, &form)| (column, form)));
-        text_forms.sort_unstable_by_key(|&(column, _)| column);
+        text_forms.extend(columns);
         let schema = crate::text_group_views::viewed_schema(&schema, columns);
         let viewed =
             |s: &Statistics| Arc::new(crate::text_group_views::viewed_statistics(s, columns));
@@ -317,8 +314,8 @@ impl DatasetScanExec {
     /// The positions of the columns produced in `form`.
     fn columns_in_form(&self, form: TextForm) -> impl Iterator<Item = usize> + '_ {
         (self.text_forms.iter())
-            .filter(move |&&(_, f)| f == form)
-            .map(|&(column, _)| column)
+            .filter(move |&(_, &f)| f == form)
+            .map(|(&column, _)| column)
     }
 
     pub fn dataset(&self) -> &Arc<Dataset> {
@@ -1537,11 +1534,11 @@ impl DisplayAs for DatasetScanExec {
             Some(outputs) => outputs.describe(),
         };
         write!(f, ", projection=[{}]", columns.join(", "))?;
+        let schema = self.schema();
         for (form, shown) in [
             (TextForm::Views, "string views"),
             (TextForm::Dictionary, "string dictionaries"),
         ] {
-            let schema = self.schema();
             let names: Vec<&str> = (self.columns_in_form(form))
                 .map(|column| schema.field(column).name().as_str())
                 .collect();
@@ -1661,7 +1658,7 @@ impl ExecutionPlan for DatasetScanExec {
             let schema = self.schema();
             let forms = NamedTextForms::new(
                 (self.text_forms.iter())
-                    .map(|&(column, form)| (schema.field(column).name().clone(), form)),
+                    .map(|(&column, &form)| (schema.field(column).name().clone(), form)),
             );
             let viewed = stream.map(move |batch| Ok(forms.apply(batch?)?));
             stream = Box::pin(RecordBatchStreamAdapter::new(self.schema(), viewed));

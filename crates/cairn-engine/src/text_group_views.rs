@@ -32,7 +32,7 @@
 
 use crate::access_path::CairnOptions;
 use crate::co_partitioned_join::StoragePartitionedExec;
-use crate::few_groups_aggregate::numbers_few_groups;
+use crate::few_groups_aggregate::few_group_keys;
 use crate::index_join::moves_rows_only;
 use crate::scan_exec::DatasetScanExec;
 use crate::scan_filter::compares_values;
@@ -130,7 +130,7 @@ fn viewed_aggregate(
             let Some((between, partial)) = partial_below(aggregate.input()) else {
                 return Ok(None);
             };
-            let key_form = match few_groups_numbered && numbers_few_groups(partial)? {
+            let key_form = match few_groups_numbered && few_group_keys(partial)?.is_some() {
                 true => TextForm::Dictionary,
                 false => TextForm::Views,
             };
@@ -293,7 +293,7 @@ fn viewed_group_input(
 }
 
 /// Text columns (positions) and the form each is to be produced in.
-type TextForms = BTreeMap<usize, TextForm>;
+pub(crate) type TextForms = BTreeMap<usize, TextForm>;
 
 /// `aggregate`'s input producing the text columns at `columns` in their forms, with its
 /// aggregates reading the views among them and `keys` the positions of the group keys among

@@ -131,45 +131,36 @@ impl NamedTextForms {
     /// for a filter goes back to text), in its form: for the same rows, the batch a read
     /// decoding them as text would have returned, converted.
     pub fn apply(&self, batch: RecordBatch) -> std::result::Result<RecordBatch, ArrowError> {
-        in_text_forms(batch, |name| self.form_of(name))
-    }
-}
-
-/// `batch` with each text column, whether read as text or as a dictionary, in the form that
-/// `form_of` gives for its name.
-fn in_text_forms(
-    batch: RecordBatch,
-    form_of: impl Fn(&str) -> TextForm,
-) -> std::result::Result<RecordBatch, ArrowError> {
-    let schema = batch.schema();
-    let target = |field: &Field| {
-        let text = match field.data_type() {
-            DataType::Utf8 => true,
-            DataType::Dictionary(_, value) => value.as_ref() == &DataType::Utf8,
-            _ => false,
+        let schema = batch.schema();
+        let target = |field: &Field| {
+            let text = match field.data_type() {
+                DataType::Utf8 => true,
+                DataType::Dictionary(_, value) => value.as_ref() == &DataType::Utf8,
+                _ => false,
+            };
+            let wanted = text_form_type(self.form_of(field.name()));
+            (text && field.data_type() != &wanted).then_some(wanted)
         };
-        let wanted = text_form_type(form_of(field.name()));
-        (text && field.data_type() != &wanted).then_some(wanted)
-    };
-    if !schema.fields().iter().any(|field| target(field).is_some()) {
-        return Ok(batch);
-    }
-    let mut fields = Vec::with_capacity(schema.fields().len());
-    let mut columns = Vec::with_capacity(schema.fields().len());
-    for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        match target(field) {
-            Some(data_type) => {
-                columns.push(converted(column, &data_type)?);
-                fields.push(Arc::new(field.as_ref().clone().with_data_type(data_type)));
-            }
-            None => {
-                columns.push(column.clone());
-                fields.push(field.clone());
+        if !schema.fields().iter().any(|field| target(field).is_some()) {
+            return Ok(batch);
+        }
+        let mut fields = Vec::with_capacity(schema.fields().len());
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for (field, column) in schema.fields().iter().zip(batch.columns()) {
+            match target(field) {
+                Some(data_type) => {
+                    columns.push(converted(column, &data_type)?);
+                    fields.push(Arc::new(field.as_ref().clone().with_data_type(data_type)));
+                }
+                None => {
+                    columns.push(column.clone());
+                    fields.push(field.clone());
+                }
             }
         }
+        let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+        RecordBatch::try_new(Arc::new(schema), columns)
     }
-    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
-    RecordBatch::try_new(Arc::new(schema), columns)
 }
 
 /// `column` as `data_type`. A dictionary of text becomes views by making a view of each
