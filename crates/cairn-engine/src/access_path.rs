@@ -81,6 +81,10 @@ extensions_options! {
         /// over a wider key span than the session's where the estimates say it pays
         /// (wide_array_joins.rs); `false` leaves every join to the session's span.
         pub wide_array_joins: bool, default = true
+        /// Whether the scans a collected hash join's runtime filter reaches test a bitmap of
+        /// its build keys instead of DataFusion's lookup into the join's table
+        /// (build_key_filters.rs); `false` keeps DataFusion's filters.
+        pub build_key_filters: bool, default = true
     }
 }
 

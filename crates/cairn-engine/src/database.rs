@@ -113,6 +113,7 @@ impl Database {
                 crate::single_phase_aggregate::SinglePhaseAggregate,
             ))
             .with_physical_optimizer_rule(Arc::new(crate::co_partitioned_join::CoPartitionedJoin))
+            .with_physical_optimizer_rule(Arc::new(crate::build_key_filters::BuildKeyFilters))
             .with_physical_optimizer_rule(Arc::new(crate::runtime_filter_reach::RuntimeFilterReach))
             .with_physical_optimizer_rule(Arc::new(crate::applied_filter::AppliedFilterElision))
             .with_physical_optimizer_rule(Arc::new(crate::yield_points::JoinYieldPoints))

@@ -374,6 +374,7 @@ pub(crate) fn moves_rows_only(plan: &Arc<dyn ExecutionPlan>) -> bool {
     plan.is::<RepartitionExec>()
         || plan.is::<CoalescePartitionsExec>()
         || plan.is::<CooperativeExec>()
+        || plan.is::<crate::build_keys::BuildKeyCollectExec>()
 }
 
 /// `inner` with its dataset scan replaced by `scan`, and without the repartitioning the hash

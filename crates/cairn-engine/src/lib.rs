@@ -28,6 +28,8 @@ pub mod analyze;
 pub mod applied_filter;
 pub mod arguments;
 mod batch_handoff;
+pub mod build_key_filters;
+mod build_keys;
 pub mod cairn_syntax;
 pub mod catalog;
 pub mod co_partitioned_join;

@@ -9,6 +9,7 @@ use crate::access_path::{
 };
 use crate::applied_filter::AppliedFilterEstimates;
 use crate::batch_handoff::BatchHandoff;
+use crate::build_keys::BuildKeyFilter;
 use crate::partition_sharing::read_partitions;
 use crate::scan_counters::ScanCounters;
 use crate::scan_filter::runtime_row_filter;
@@ -395,6 +396,25 @@ impl DatasetScanExec {
         }
         let mut scan = self.reading_copy();
         scan.runtime_filters.retain(|filter| !held(filter));
+        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
+        Some(scan)
+    }
+
+    /// A copy holding, in place of the runtime filter of expression id `id`, the filter
+    /// `replacement` makes of it (build_key_filters.rs); `None` when the scan does not hold
+    /// it or `replacement` makes none.
+    pub(crate) fn with_runtime_filter_replaced(
+        &self,
+        id: u64,
+        replacement: impl Fn(&Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>>,
+    ) -> Option<DatasetScanExec> {
+        let position = self
+            .runtime_filters
+            .iter()
+            .position(|filter| filter.expression_id() == Some(id))?;
+        let replaced = replacement(&self.runtime_filters[position])?;
+        let mut scan = self.reading_copy();
+        scan.runtime_filters[position] = replaced;
         scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
         Some(scan)
     }
@@ -864,15 +884,19 @@ impl DatasetScanExec {
         Some((columns, self.dataset.live_rows()))
     }
 
-    /// A copy without its runtime filters, when it reads its columns together and `grouped`
-    /// says no GROUP BY lies between it and the join filling them: then the filters spare
-    /// nothing (see runtime_filter_reach.rs). `None` when it keeps them.
+    /// A copy without its DataFusion runtime filters, when it reads its columns together and
+    /// `grouped` says no GROUP BY lies between it and the join filling them: then the filters
+    /// spare nothing (see runtime_filter_reach.rs). Build-key filters stay: they cost less to
+    /// test than the rows they drop cost the join (build_key_filters.rs). `None` when it keeps
+    /// them all.
     pub(crate) fn without_runtime_filters_unless(&self, grouped: bool) -> Option<DatasetScanExec> {
-        if self.runtime_filters.is_empty() || grouped || self.may_take_runtime_filters() {
+        let costly =
+            |filter: &Arc<dyn PhysicalExpr>| filter.downcast_ref::<BuildKeyFilter>().is_none();
+        if !self.runtime_filters.iter().any(costly) || grouped || self.may_take_runtime_filters() {
             return None;
         }
         let mut scan = self.reading_copy();
-        scan.runtime_filters.clear();
+        scan.runtime_filters.retain(|filter| !costly(filter));
         scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
         Some(scan)
     }

@@ -452,7 +452,12 @@ pub(crate) fn compares_values(op: &Operator) -> bool {
 /// Whether `expr` is made only of columns, literals, casts, null tests, negations and
 /// comparison, arithmetic and logical operators: each a single pass of an Arrow kernel.
 fn is_cheap(expr: &Arc<dyn PhysicalExpr>) -> bool {
-    if expr.downcast_ref::<Column>().is_some() || expr.downcast_ref::<Literal>().is_some() {
+    if expr.downcast_ref::<Column>().is_some()
+        || expr.downcast_ref::<Literal>().is_some()
+        || expr
+            .downcast_ref::<crate::build_keys::BuildKeyFilter>()
+            .is_some()
+    {
         return true;
     }
     // Regular-expression matches are binary expressions too, but cost a pattern per row.
