@@ -2,11 +2,11 @@
 //! before runtime_filter_reach.rs, that gives the scans a collected hash join's runtime
 //! filter reached a bitmap of the join's build keys to test instead (build_keys.rs).
 //!
-//! It takes a join that collects its build side into one table (`CollectLeft`) on one
-//! integer key whose build values are estimated to span at most [`KEY_BITMAP_BITS_MAX`]: the
-//! build side then streams through `BuildKeyCollectExec`, and each dataset scan holding the
-//! join's dynamic filter over a bare integer column holds a `BuildKeyFilter` on that column
-//! instead. With no scan holding DataFusion's filter, the join no longer fills it. Scans keep
+//! It takes a join that collects its build side into one table (`CollectLeft`) with integer
+//! keys whose build values are estimated to span at most [`KEY_BITMAP_BITS_MAX`]: the build
+//! side then streams through `BuildKeyCollectExec`, which gathers those keys, and each
+//! dataset scan holding the join's dynamic filter over bare integer columns for them holds a
+//! `BuildKeyFilter` on those columns instead, which tests the least dense key's bitmap. With no scan holding DataFusion's filter, the join no longer fills it. Scans keep
 //! these filters wherever they are (runtime_filter_reach.rs takes back only DataFusion's):
 //! storage tests a runtime filter only while it drops at least half the rows, and at a
 //! nanosecond or two a row a bitmap costs less than passing a dropped row up to the join.
@@ -61,10 +61,10 @@ impl PhysicalOptimizerRule for BuildKeyFilters {
     }
 }
 
-/// `join` (the plan node `node`) with its build side gathered into a key set that the scans
-/// holding its dynamic filter test instead, when it collects its build side on one integer
-/// key estimated to span at most [`KEY_BITMAP_BITS_MAX`], is not null-aware, and some scan
-/// takes the set.
+/// `join` (the plan node `node`) with its build side gathered into key sets that the scans
+/// holding its dynamic filter test instead, when it collects its build side, some of its keys
+/// are integers estimated to span at most [`KEY_BITMAP_BITS_MAX`], it is not null-aware, and
+/// some scan takes the sets.
 fn with_build_key_filter(
     join: &HashJoinExec,
     node: &Arc<dyn ExecutionPlan>,
@@ -74,24 +74,33 @@ fn with_build_key_filter(
     let collected = *join.partition_mode() == PartitionMode::CollectLeft
         && join.left().output_partitioning().partition_count() == 1
         && !join.null_aware;
-    let [(build_key, _)] = join.on() else {
-        return Ok(None);
-    };
-    let Some(build_key) = build_key.downcast_ref::<Column>() else {
-        return Ok(None);
-    };
-    let key_type = join
-        .left()
-        .schema()
-        .field(build_key.index())
-        .data_type()
-        .clone();
-    if !collected || !crate::build_keys::is_key_type(&key_type) {
+    if !collected {
         return Ok(None);
     }
-    match estimated_key_span(join.left(), build_key.index())? {
-        Some(span) if span < KEY_BITMAP_BITS_MAX => {}
-        _ => return Ok(None),
+    // The keys gathered: (position in the join's key pairs, build column), for each integer
+    // build column whose values are estimated to fit a bitmap.
+    let mut gathered = Vec::new();
+    for (position, (build_key, _)) in join.on().iter().enumerate() {
+        let Some(build_key) = build_key.downcast_ref::<Column>() else {
+            continue;
+        };
+        let key_type = join
+            .left()
+            .schema()
+            .field(build_key.index())
+            .data_type()
+            .clone();
+        if !crate::build_keys::is_key_type(&key_type) {
+            continue;
+        }
+        if let Some(span) = estimated_key_span(join.left(), build_key.index())?
+            && span < KEY_BITMAP_BITS_MAX
+        {
+            gathered.push((position, build_key.index()));
+        }
+    }
+    if gathered.is_empty() {
+        return Ok(None);
     }
     let Some(id) = join
         .dynamic_expressions_produced()
@@ -101,13 +110,15 @@ fn with_build_key_filter(
         return Ok(None);
     };
     let keys = Arc::new(BuildKeys::default());
-    let (right, taken) = with_filter_taken(join.right().clone(), id, &keys)?;
+    let positions: Vec<usize> = gathered.iter().map(|&(position, _)| position).collect();
+    let (right, taken) = with_filter_taken(join.right().clone(), id, &positions, &keys)?;
     if !taken {
         return Ok(None);
     }
+    let build_columns = gathered.iter().map(|&(_, column)| column).collect();
     let left = Arc::new(BuildKeyCollectExec::new(
         join.left().clone(),
-        build_key.index(),
+        build_columns,
         keys,
     ));
     Ok(Some(replace_children_if_necessary(
@@ -117,23 +128,30 @@ fn with_build_key_filter(
 }
 
 /// `plan` with each dataset scan below it that holds the dynamic filter of expression id `id`
-/// on a bare integer column holding a filter on `keys` instead, and whether any did.
+/// holding a filter on `keys` instead, where the filter's keys at `positions` (the join's key
+/// pairs gathered) are bare integer columns; and whether any did.
 fn with_filter_taken(
     plan: Arc<dyn ExecutionPlan>,
     id: u64,
+    positions: &[usize],
     keys: &Arc<BuildKeys>,
 ) -> Result<(Arc<dyn ExecutionPlan>, bool)> {
     if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
         let schema = scan.schema();
         let on_keys = |dynamic: &Arc<dyn PhysicalExpr>| {
-            let [probe] = dynamic.children()[..] else {
-                return None;
+            // A dynamic filter's children are the probe side's keys, in the join's order.
+            let probes = dynamic.children();
+            let integer_column = |position: &usize| {
+                let probe = *probes.get(*position)?;
+                let column = probe.downcast_ref::<Column>()?;
+                let probe_type = schema.fields().get(column.index())?.data_type();
+                crate::build_keys::is_key_type(probe_type).then(|| probe.clone())
             };
-            let column = probe.downcast_ref::<Column>()?;
-            let probe_type = schema.fields().get(column.index())?.data_type();
-            crate::build_keys::is_key_type(probe_type).then(|| {
-                Arc::new(BuildKeyFilter::new(probe.clone(), keys.clone())) as Arc<dyn PhysicalExpr>
-            })
+            let probes = positions
+                .iter()
+                .map(integer_column)
+                .collect::<Option<Vec<_>>>()?;
+            Some(Arc::new(BuildKeyFilter::new(probes, keys.clone())) as Arc<dyn PhysicalExpr>)
         };
         return Ok(match scan.with_runtime_filter_replaced(id, on_keys) {
             Some(replaced) => (Arc::new(replaced), true),
@@ -145,7 +163,7 @@ fn with_filter_taken(
         .children()
         .into_iter()
         .map(|child| {
-            let (child, taken_below) = with_filter_taken(child.clone(), id, keys)?;
+            let (child, taken_below) = with_filter_taken(child.clone(), id, positions, keys)?;
             taken |= taken_below;
             Ok(child)
         })

@@ -1,6 +1,6 @@
 //! A hash join's build keys as a runtime filter: the join's build side streams through
-//! [`BuildKeyCollectExec`], which gathers its one integer key column, and the scans on the
-//! probe side test [`BuildKeyFilter`] — a bitmap over the keys' span — on the rows they read.
+//! [`BuildKeyCollectExec`], which gathers its integer key columns, and the scans on the
+//! probe side test [`BuildKeyFilter`] — a bitmap over one key's span — on the rows they read.
 //!
 //! DataFusion's runtime filter for a build of more than 150 keys is the join's own table,
 //! looked up per probe row beside a test of the keys' bounds. On TPC-H Q21's full lineitem
@@ -52,13 +52,13 @@ const BUILD_KEYS_MAX: usize = 1 << 22;
 /// The keys one run of a build side held, as the probe side's scans test them.
 #[derive(Debug)]
 enum KeySet {
-    /// Bit `key - first` of `bits` is set for each key (keys of any integer type taken as
-    /// `i64`, which maps each type's values one to one).
+    /// Bit `key - first` of `bits` is set for each of the `distinct` keys (keys of any
+    /// integer type taken as `i64`, which maps each type's values one to one).
     Bitmap {
         first: i64,
         span: u64,
         bits: Vec<u64>,
-        keys: usize,
+        distinct: u64,
     },
     /// Keys too many or too sparse for a bitmap: every row passes.
     Unfiltered { keys: usize },
@@ -72,7 +72,7 @@ impl KeySet {
                 first: 0,
                 span: 0,
                 bits: Vec::new(),
-                keys: 0,
+                distinct: 0,
             };
         };
         let span = (i128::from(last) - i128::from(first) + 1) as u128;
@@ -87,11 +87,22 @@ impl KeySet {
             let offset = key.wrapping_sub(first) as u64;
             bits[(offset / 64) as usize] |= 1 << (offset % 64);
         }
+        let distinct = bits.iter().map(|word| u64::from(word.count_ones())).sum();
         KeySet::Bitmap {
             first,
             span,
             bits,
-            keys: keys.len(),
+            distinct,
+        }
+    }
+
+    /// The share of its span the set holds: about the share of probe keys spread evenly
+    /// over the span that it passes. A set that passes every row comes after any bitmap.
+    fn density(&self) -> f64 {
+        match self {
+            KeySet::Bitmap { span: 0, .. } => 0.0,
+            KeySet::Bitmap { span, distinct, .. } => *distinct as f64 / *span as f64,
+            KeySet::Unfiltered { .. } => f64::INFINITY,
         }
     }
 
@@ -137,7 +148,9 @@ impl KeySet {
 impl fmt::Display for KeySet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KeySet::Bitmap { span, keys, .. } => write!(f, "{keys} keys over a span of {span}"),
+            KeySet::Bitmap { span, distinct, .. } => {
+                write!(f, "{distinct} keys over a span of {span}")
+            }
             KeySet::Unfiltered { keys } => write!(f, "{keys} keys, too sparse to test"),
         }
     }
@@ -173,41 +186,66 @@ pub(crate) fn is_key_type(data_type: &DataType) -> bool {
     data_type.is_integer()
 }
 
-/// The key set of a build side's last run, shared by the node gathering it and the filters
-/// testing it. Empty until a run of the build side has ended.
+/// The key sets of one run of a build side, one per key column gathered, and the one the
+/// filters test: the least dense, which passes the fewest probe keys spread evenly over its
+/// span. TPC-H Q9's lines are joined on (part, supplier) to the part suppliers of one part
+/// in twenty: the parts' set passes 5 % of the lines, the suppliers' every one.
+#[derive(Debug)]
+struct KeySets {
+    sets: Vec<KeySet>,
+    lead: usize,
+}
+
+impl KeySets {
+    fn new(sets: Vec<KeySet>) -> KeySets {
+        let lead = (0..sets.len())
+            .min_by(|&a, &b| sets[a].density().total_cmp(&sets[b].density()))
+            .unwrap_or(0);
+        KeySets { sets, lead }
+    }
+
+    fn lead(&self) -> Option<&KeySet> {
+        self.sets.get(self.lead)
+    }
+}
+
+/// The key sets of a build side's last run, shared by the node gathering them and the
+/// filters testing them. Empty until a run of the build side has ended.
 #[derive(Debug, Default)]
 pub(crate) struct BuildKeys {
-    set: RwLock<Option<Arc<KeySet>>>,
+    sets: RwLock<Option<Arc<KeySets>>>,
 }
 
 impl BuildKeys {
-    fn current(&self) -> Option<Arc<KeySet>> {
-        self.set.read().clone()
+    fn current(&self) -> Option<Arc<KeySets>> {
+        self.sets.read().clone()
     }
 
-    fn publish(&self, set: Option<KeySet>) {
-        *self.set.write() = set.map(Arc::new);
+    fn publish(&self, sets: Option<KeySets>) {
+        *self.sets.write() = sets.map(Arc::new);
     }
 }
 
-/// `probe IN <the build keys>`: true for rows whose probe key the build side held (and, where
-/// the keys were too sparse for a bitmap, for every row), false for nulls.
+/// `probe IN <the build keys>`: true for rows whose probe key the build side held, tested
+/// on the leading key of several (and, where the keys were too sparse for a bitmap, true for
+/// every row), false for nulls.
 #[derive(Debug)]
 pub(crate) struct BuildKeyFilter {
-    /// The probe side's key, a column of the scan's batches.
-    probe: Arc<dyn PhysicalExpr>,
+    /// The probe side's keys, columns of the scan's batches, in the order the build side's
+    /// are gathered.
+    probes: Vec<Arc<dyn PhysicalExpr>>,
     keys: Arc<BuildKeys>,
 }
 
 impl BuildKeyFilter {
-    pub(crate) fn new(probe: Arc<dyn PhysicalExpr>, keys: Arc<BuildKeys>) -> BuildKeyFilter {
-        BuildKeyFilter { probe, keys }
+    pub(crate) fn new(probes: Vec<Arc<dyn PhysicalExpr>>, keys: Arc<BuildKeys>) -> BuildKeyFilter {
+        BuildKeyFilter { probes, keys }
     }
 }
 
 impl PartialEq for BuildKeyFilter {
     fn eq(&self, other: &Self) -> bool {
-        self.probe.eq(&other.probe) && Arc::ptr_eq(&self.keys, &other.keys)
+        self.probes == other.probes && Arc::ptr_eq(&self.keys, &other.keys)
     }
 }
 
@@ -215,17 +253,29 @@ impl Eq for BuildKeyFilter {}
 
 impl Hash for BuildKeyFilter {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.probe.hash(state);
+        self.probes.hash(state);
         Arc::as_ptr(&self.keys).hash(state);
     }
 }
 
 impl fmt::Display for BuildKeyFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} IN build keys", self.probe)?;
-        match self.keys.current() {
-            Some(set) => write!(f, " ({set})"),
-            None => Ok(()),
+        match self.probes.as_slice() {
+            [probe] => write!(f, "{probe} IN build keys")?,
+            probes => {
+                let names: Vec<String> = probes.iter().map(|p| p.to_string()).collect();
+                write!(f, "({}) IN build keys", names.join(", "))?
+            }
+        }
+        let Some(sets) = self.keys.current() else {
+            return Ok(());
+        };
+        match (self.probes.get(sets.lead), sets.lead()) {
+            (Some(probe), Some(set)) if self.probes.len() > 1 => {
+                write!(f, " (testing {probe}: {set})")
+            }
+            (_, Some(set)) => write!(f, " ({set})"),
+            _ => Ok(()),
         }
     }
 }
@@ -244,10 +294,13 @@ impl PhysicalExpr for BuildKeyFilter {
     /// says it is filled).
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
         let passes_all = ColumnarValue::Scalar(ScalarValue::Boolean(Some(true)));
-        let Some(set) = self.keys.current() else {
+        let Some(sets) = self.keys.current() else {
             return Ok(passes_all);
         };
-        let probe = self.probe.evaluate(batch)?.into_array(batch.num_rows())?;
+        let (Some(probe), Some(set)) = (self.probes.get(sets.lead), sets.lead()) else {
+            return internal_err!("build key {} of {} tested", sets.lead, self.probes.len());
+        };
+        let probe = probe.evaluate(batch)?.into_array(batch.num_rows())?;
         Ok(match set.contains(&probe)? {
             Some(passed) => ColumnarValue::Array(Arc::new(passed)),
             None => passes_all,
@@ -255,21 +308,22 @@ impl PhysicalExpr for BuildKeyFilter {
     }
 
     fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
-        vec![&self.probe]
+        self.probes.iter().collect()
     }
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn PhysicalExpr>>,
+        children: Vec<Arc<dyn PhysicalExpr>>,
     ) -> Result<Arc<dyn PhysicalExpr>> {
-        if children.len() != 1 {
+        if children.len() != self.probes.len() {
             return internal_err!(
-                "build keys are tested on one column, not {}",
+                "build keys are tested on {} columns, not {}",
+                self.probes.len(),
                 children.len()
             );
         }
         Ok(Arc::new(BuildKeyFilter {
-            probe: children.swap_remove(0),
+            probes: children,
             keys: self.keys.clone(),
         }))
     }
@@ -288,36 +342,46 @@ impl PhysicalExpr for BuildKeyFilter {
     }
 }
 
-/// A hash join's build side, its rows passed on as they come, its key column gathered into
+/// A hash join's build side, its rows passed on as they come, its key columns gathered into
 /// [`BuildKeys`] as they pass and published when the side ends.
 #[derive(Debug)]
 pub(crate) struct BuildKeyCollectExec {
     input: Arc<dyn ExecutionPlan>,
-    /// The key column's position in `input`'s schema.
-    key: usize,
+    /// The key columns' positions in `input`'s schema.
+    key_columns: Vec<usize>,
     keys: Arc<BuildKeys>,
 }
 
 impl BuildKeyCollectExec {
-    /// `input`, a join's single-partition build side whose column `key` is an integer
-    /// column, gathered into `keys`.
+    /// `input`, a join's single-partition build side whose columns `key_columns` are integer
+    /// columns, gathered into `keys`.
     pub(crate) fn new(
         input: Arc<dyn ExecutionPlan>,
-        key: usize,
+        key_columns: Vec<usize>,
         keys: Arc<BuildKeys>,
     ) -> BuildKeyCollectExec {
-        BuildKeyCollectExec { input, key, keys }
+        BuildKeyCollectExec {
+            input,
+            key_columns,
+            keys,
+        }
     }
 }
 
 impl DisplayAs for BuildKeyCollectExec {
     fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let key = self.input.schema().field(self.key).name().clone();
-        write!(f, "BuildKeyCollectExec: key={key}@{}", self.key)?;
-        match self.keys.current() {
-            Some(set) => write!(f, ", gathered={set}"),
-            None => Ok(()),
-        }
+        let schema = self.input.schema();
+        let names: Vec<String> = self
+            .key_columns
+            .iter()
+            .map(|&c| format!("{}@{c}", schema.field(c).name()))
+            .collect();
+        write!(f, "BuildKeyCollectExec: keys=[{}]", names.join(", "))?;
+        let Some(sets) = self.keys.current() else {
+            return Ok(());
+        };
+        let gathered: Vec<String> = sets.sets.iter().map(|set| set.to_string()).collect();
+        write!(f, ", gathered=[{}]", gathered.join("; "))
     }
 }
 
@@ -356,7 +420,7 @@ impl ExecutionPlan for BuildKeyCollectExec {
         // The properties are the input's own, so a copy keeps them whatever the options say.
         Ok(Arc::new(BuildKeyCollectExec {
             input: children.swap_remove(0),
-            key: self.key,
+            key_columns: self.key_columns.clone(),
             keys: self.keys.clone(),
         }))
     }
@@ -395,8 +459,8 @@ impl ExecutionPlan for BuildKeyCollectExec {
         let input = self.input.execute(partition, context)?;
         Ok(Box::pin(GatheringStream {
             input,
-            key: self.key,
-            gathered: Some(Vec::new()),
+            key_columns: self.key_columns.clone(),
+            gathered: Some(vec![Vec::new(); self.key_columns.len()]),
             keys: self.keys.clone(),
         }))
     }
@@ -405,9 +469,10 @@ impl ExecutionPlan for BuildKeyCollectExec {
 /// The build side's batches, their keys gathered on the way.
 struct GatheringStream {
     input: SendableRecordBatchStream,
-    key: usize,
-    /// The keys so far; `None` once there are more than [`BUILD_KEYS_MAX`].
-    gathered: Option<Vec<i64>>,
+    key_columns: Vec<usize>,
+    /// The keys so far, a list per key column; `None` once a list has more than
+    /// [`BUILD_KEYS_MAX`].
+    gathered: Option<Vec<Vec<i64>>>,
     keys: Arc<BuildKeys>,
 }
 
@@ -416,11 +481,16 @@ impl GatheringStream {
         let Some(gathered) = &mut self.gathered else {
             return Ok(());
         };
-        gather(batch.column(self.key), gathered)?;
-        if gathered.len() > BUILD_KEYS_MAX {
-            let keys = gathered.len();
+        for (&column, keys) in self.key_columns.iter().zip(gathered.iter_mut()) {
+            gather(batch.column(column), keys)?;
+        }
+        if gathered.iter().any(|keys| keys.len() > BUILD_KEYS_MAX) {
+            let sets = gathered
+                .iter()
+                .map(|keys| KeySet::Unfiltered { keys: keys.len() })
+                .collect();
             self.gathered = None;
-            self.keys.publish(Some(KeySet::Unfiltered { keys }));
+            self.keys.publish(Some(KeySets::new(sets)));
         }
         Ok(())
     }
@@ -440,7 +510,8 @@ impl Stream for GatheringStream {
             }
             Poll::Ready(None) => {
                 if let Some(gathered) = this.gathered.take() {
-                    this.keys.publish(Some(KeySet::of(&gathered)));
+                    let sets = gathered.iter().map(|keys| KeySet::of(keys)).collect();
+                    this.keys.publish(Some(KeySets::new(sets)));
                 }
             }
             Poll::Ready(Some(Err(_))) | Poll::Pending => {}
@@ -506,6 +577,17 @@ mod tests {
         // Up to the free bits, a bitmap whatever the keys.
         let wide = KeySet::of(&[0, (KEY_BITMAP_BITS_FREE - 1) as i64]);
         assert!(matches!(wide, KeySet::Bitmap { .. }), "{wide:?}");
+    }
+
+    #[test]
+    fn the_least_dense_key_leads() {
+        let parts: Vec<i64> = (0..200).map(|k| k * 20).collect();
+        let suppliers: Vec<i64> = (0..200).map(|k| k % 100).collect();
+        let sets = KeySets::new(vec![KeySet::of(&suppliers), KeySet::of(&parts)]);
+        assert_eq!(sets.lead, 1);
+        assert!(matches!(sets.sets[0], KeySet::Bitmap { distinct: 100, .. }));
+        let unfiltered = KeySets::new(vec![KeySet::of(&[0, 1 << 40]), KeySet::of(&suppliers)]);
+        assert_eq!(unfiltered.lead, 1);
     }
 
     #[test]
