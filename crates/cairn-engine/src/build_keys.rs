@@ -45,8 +45,8 @@ const KEY_BITMAP_BITS_FREE: u64 = 1 << 20;
 /// a key, still a fraction of what the join's own table holds for it.
 const KEY_BITMAP_BITS_PER_KEY: u64 = 1024;
 
-/// Build rows gathered at most (32 MiB of keys, held until the side ends); a larger build
-/// publishes a filter that passes every row.
+/// Keys gathered at most, over all the key columns of a build side (32 MiB, held until the
+/// side ends); a larger build publishes a filter that passes every row.
 const BUILD_KEYS_MAX: usize = 1 << 22;
 
 /// The keys one run of a build side held, as the probe side's scans test them.
@@ -470,7 +470,7 @@ impl ExecutionPlan for BuildKeyCollectExec {
 struct GatheringStream {
     input: SendableRecordBatchStream,
     key_columns: Vec<usize>,
-    /// The keys so far, a list per key column; `None` once a list has more than
+    /// The keys so far, a list per key column; `None` once the lists hold more than
     /// [`BUILD_KEYS_MAX`].
     gathered: Option<Vec<Vec<i64>>>,
     keys: Arc<BuildKeys>,
@@ -484,7 +484,7 @@ impl GatheringStream {
         for (&column, keys) in self.key_columns.iter().zip(gathered.iter_mut()) {
             gather(batch.column(column), keys)?;
         }
-        if gathered.iter().any(|keys| keys.len() > BUILD_KEYS_MAX) {
+        if gathered.iter().map(Vec::len).sum::<usize>() > BUILD_KEYS_MAX {
             let sets = gathered
                 .iter()
                 .map(|keys| KeySet::Unfiltered { keys: keys.len() })
