@@ -25,6 +25,20 @@ fn cells(answer: &[String]) -> Vec<i64> {
         .collect()
 }
 
+/// Runs `query` and checks that its scans dropped more than nine in ten of the rows they
+/// tested against a runtime filter.
+async fn assert_scans_drop_nine_tenths(db: &Database, query: &str) {
+    let (_, ran) = run_plan(db, query).await;
+    let (tested, dropped) = (
+        scan_metric(&ran, "rows_tested_at_runtime"),
+        scan_metric(&ran, "rows_dropped_at_runtime"),
+    );
+    assert!(
+        tested > 0 && dropped * 10 > tested * 9,
+        "{dropped} of {tested}"
+    );
+}
+
 /// The answer of `query` with build-key filters off, then on again.
 async fn rows_unfiltered(db: &Database, query: &str) -> Vec<String> {
     db.sql("SET cairn.build_key_filters = false").await.unwrap();
@@ -46,16 +60,8 @@ async fn the_probe_scan_drops_lines_of_suppliers_not_built() {
         plan.contains("runtime filter=supp@0 IN build keys"),
         "{plan}"
     );
-    let (_, ran) = run_plan(&db, query).await;
     // One supplier in 25 is of nation 3: nearly every line tested is dropped.
-    let (tested, dropped) = (
-        scan_metric(&ran, "rows_tested_at_runtime"),
-        scan_metric(&ran, "rows_dropped_at_runtime"),
-    );
-    assert!(
-        tested > 0 && dropped * 10 > tested * 9,
-        "{dropped} of {tested}"
-    );
+    assert_scans_drop_nine_tenths(&db, query).await;
 
     let supplier_of = |id: i64| (id * 7_919) % SUPPLIERS;
     let lines: Vec<i64> = (0..LINES)
@@ -185,15 +191,7 @@ async fn a_composite_key_is_tested_by_its_sparsest_column() {
         ),
         "{analyzed}"
     );
-    let (_, ran) = run_plan(&db, query).await;
-    let (tested, dropped) = (
-        scan_metric(&ran, "rows_tested_at_runtime"),
-        scan_metric(&ran, "rows_dropped_at_runtime"),
-    );
-    assert!(
-        tested > 0 && dropped * 10 > tested * 9,
-        "{dropped} of {tested}"
-    );
+    assert_scans_drop_nine_tenths(&db, query).await;
 
     let graded: Vec<i64> = (0..LINES).filter(|&id| part_of(id) % GRADES == 0).collect();
     let quantity: i64 = graded.iter().map(|id| id % 50).sum();
