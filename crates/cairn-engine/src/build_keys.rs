@@ -8,8 +8,8 @@
 //! dropped saved — because the table (an array of 4-byte slots over the 6 M order keys) does
 //! not fit a cache. The same keys as bits take 750 KB: a test is a subtraction, a shift and a
 //! load that mostly hits. The join still tests every row the scans return, so the filter only
-//! has to let every matching row through: a build whose keys would need too sparse a bitmap
-//! publishes a filter that passes everything, which storage stops testing.
+//! has to let every matching row through: keys too sparse for a bitmap over their span set
+//! bits by a hash of the key instead, which lets a few other keys through too.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
@@ -47,6 +47,10 @@ const KEY_BITMAP_BITS_PER_KEY: u64 = 1024;
 
 /// Keys gathered at most, over all the key columns of a build side (32 MiB, held until the
 /// side ends); a larger build publishes a filter that passes every row.
+
+/// Multiplier of the hash that places sparse keys (Fibonacci hashing: the golden ratio's
+/// fraction of 2^64, which spreads keys that differ only in low or only in high bits).
+const KEY_HASH_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 const BUILD_KEYS_MAX: usize = 1 << 22;
 
 /// The keys one run of a build side held, as the probe side's scans test them.
@@ -60,7 +64,16 @@ enum KeySet {
         bits: Vec<u64>,
         distinct: u64,
     },
-    /// Keys too many or too sparse for a bitmap: every row passes.
+    /// Bit `hash(key) >> shift` of `bits` is set for each of the `distinct` keys, which
+    /// spread too thinly over their `span` for a bitmap of it: a key not built passes when
+    /// its hash lands on a built key's bit, about `distinct` times in `bits`' length.
+    Hashed {
+        shift: u32,
+        bits: Vec<u64>,
+        distinct: u64,
+        span: u128,
+    },
+    /// Keys too many to gather: every row passes.
     Unfiltered { keys: usize },
 }
 
@@ -79,7 +92,7 @@ impl KeySet {
         let bits_max = KEY_BITMAP_BITS_MAX
             .min(KEY_BITMAP_BITS_FREE.max(KEY_BITMAP_BITS_PER_KEY * keys.len() as u64));
         if span > u128::from(bits_max) {
-            return KeySet::Unfiltered { keys: keys.len() };
+            return KeySet::hashed(keys, bits_max, span);
         }
         let span = span as u64;
         let mut bits = vec![0u64; span.div_ceil(64) as usize];
@@ -96,12 +109,33 @@ impl KeySet {
         }
     }
 
+    /// The set of `keys` spread over `span` values, hashed into the largest power of two of
+    /// bits within `bits_max`.
+    fn hashed(keys: &[i64], bits_max: u64, span: u128) -> KeySet {
+        let length = 1u64 << bits_max.ilog2();
+        let shift = 64 - length.ilog2();
+        let mut bits = vec![0u64; length.div_ceil(64) as usize];
+        for &key in keys {
+            let bit = hashed_bit(key, shift);
+            bits[(bit / 64) as usize] |= 1 << (bit % 64);
+        }
+        // Keys sharing a bit count once: fewer, but the share of bits set is what passes.
+        let distinct = bits.iter().map(|word| u64::from(word.count_ones())).sum();
+        KeySet::Hashed {
+            shift,
+            bits,
+            distinct,
+            span,
+        }
+    }
+
     /// The share of its span the set holds: about the share of probe keys spread evenly
-    /// over the span that it passes. A set that passes every row comes after any bitmap.
+    /// over the span that it passes. A set that passes every row comes after any other.
     fn density(&self) -> f64 {
         match self {
             KeySet::Bitmap { span: 0, .. } => 0.0,
             KeySet::Bitmap { span, distinct, .. } => *distinct as f64 / *span as f64,
+            KeySet::Hashed { span, distinct, .. } => *distinct as f64 / *span as f64,
             KeySet::Unfiltered { .. } => f64::INFINITY,
         }
     }
@@ -109,40 +143,58 @@ impl KeySet {
     /// Which values of `array` (an integer array) are keys of the set; nulls are not. `None`
     /// when every row passes.
     fn contains(&self, array: &ArrayRef) -> Result<Option<BooleanArray>> {
-        let KeySet::Bitmap {
-            first, span, bits, ..
-        } = self
-        else {
-            return Ok(None);
-        };
-        let (first, span) = (*first, *span);
-        let hit = |key: i64| {
-            let offset = key.wrapping_sub(first) as u64;
-            offset < span && bits[(offset / 64) as usize] & (1 << (offset % 64)) != 0
-        };
-        macro_rules! test_values {
-            ($type:ty) => {{
-                let values = array.as_primitive::<$type>().values();
-                BooleanBuffer::collect_bool(values.len(), |row| hit(values[row] as i64))
-            }};
+        match self {
+            KeySet::Bitmap {
+                first, span, bits, ..
+            } => {
+                let (first, span) = (*first, *span);
+                let in_span = |key: i64| {
+                    let offset = key.wrapping_sub(first) as u64;
+                    offset < span && bits[(offset / 64) as usize] & (1 << (offset % 64)) != 0
+                };
+                passing(array, in_span).map(Some)
+            }
+            KeySet::Hashed { shift, bits, .. } => {
+                let hashed = |key: i64| {
+                    let bit = hashed_bit(key, *shift);
+                    bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0
+                };
+                passing(array, hashed).map(Some)
+            }
+            KeySet::Unfiltered { .. } => Ok(None),
         }
-        let passed = match array.data_type() {
-            DataType::Int8 => test_values!(Int8Type),
-            DataType::Int16 => test_values!(Int16Type),
-            DataType::Int32 => test_values!(Int32Type),
-            DataType::Int64 => test_values!(Int64Type),
-            DataType::UInt8 => test_values!(UInt8Type),
-            DataType::UInt16 => test_values!(UInt16Type),
-            DataType::UInt32 => test_values!(UInt32Type),
-            DataType::UInt64 => test_values!(UInt64Type),
-            other => return internal_err!("build keys tested on {other} values"),
-        };
-        let passed = match array.nulls() {
-            Some(nulls) => &passed & nulls.inner(),
-            None => passed,
-        };
-        Ok(Some(BooleanArray::new(passed, None)))
     }
+}
+
+/// The bit of a hashed set of `64 - shift` bits' length that `key` sets.
+fn hashed_bit(key: i64, shift: u32) -> u64 {
+    (key as u64).wrapping_mul(KEY_HASH_MULTIPLIER) >> shift
+}
+
+/// Which values of `array` (an integer array, each taken as `i64`) `hit` passes; nulls do not.
+fn passing(array: &ArrayRef, hit: impl Fn(i64) -> bool) -> Result<BooleanArray> {
+    macro_rules! test_values {
+        ($type:ty) => {{
+            let values = array.as_primitive::<$type>().values();
+            BooleanBuffer::collect_bool(values.len(), |row| hit(values[row] as i64))
+        }};
+    }
+    let passed = match array.data_type() {
+        DataType::Int8 => test_values!(Int8Type),
+        DataType::Int16 => test_values!(Int16Type),
+        DataType::Int32 => test_values!(Int32Type),
+        DataType::Int64 => test_values!(Int64Type),
+        DataType::UInt8 => test_values!(UInt8Type),
+        DataType::UInt16 => test_values!(UInt16Type),
+        DataType::UInt32 => test_values!(UInt32Type),
+        DataType::UInt64 => test_values!(UInt64Type),
+        other => return internal_err!("build keys tested on {other} values"),
+    };
+    let passed = match array.nulls() {
+        Some(nulls) => &passed & nulls.inner(),
+        None => passed,
+    };
+    Ok(BooleanArray::new(passed, None))
 }
 
 impl fmt::Display for KeySet {
@@ -151,7 +203,17 @@ impl fmt::Display for KeySet {
             KeySet::Bitmap { span, distinct, .. } => {
                 write!(f, "{distinct} keys over a span of {span}")
             }
-            KeySet::Unfiltered { keys } => write!(f, "{keys} keys, too sparse to test"),
+            KeySet::Hashed {
+                bits,
+                distinct,
+                span,
+                ..
+            } => write!(
+                f,
+                "{distinct} keys over a span of {span}, hashed into {} bits",
+                bits.len() * 64
+            ),
+            KeySet::Unfiltered { keys } => write!(f, "{keys} keys, too many to test"),
         }
     }
 }
@@ -569,11 +631,16 @@ mod tests {
     }
 
     #[test]
-    fn sparse_keys_pass_every_row() {
-        let set = KeySet::of(&[0, 1 << 40]);
-        assert!(matches!(set, KeySet::Unfiltered { keys: 2 }), "{set:?}");
-        let probe: ArrayRef = Arc::new(Int64Array::from(vec![7]));
-        assert!(set.contains(&probe).unwrap().is_none());
+    fn sparse_keys_are_hashed_and_every_key_passes() {
+        let keys = [0, 1 << 40, -7, 123_456_789_012];
+        let set = KeySet::of(&keys);
+        assert!(matches!(set, KeySet::Hashed { distinct: 4, .. }), "{set:?}");
+        let probe: ArrayRef = Arc::new(Int64Array::from(keys.to_vec()));
+        assert_eq!(passed(&set, probe), [true; 4]);
+        // Others pass only where they share a bit: about 4 in 2^20 of them.
+        let others: ArrayRef = Arc::new(Int64Array::from_iter_values(1..100_001));
+        let false_hits = passed(&set, others).iter().filter(|&&p| p).count();
+        assert!(false_hits < 10, "{false_hits}");
         // Up to the free bits, a bitmap whatever the keys.
         let wide = KeySet::of(&[0, (KEY_BITMAP_BITS_FREE - 1) as i64]);
         assert!(matches!(wide, KeySet::Bitmap { .. }), "{wide:?}");
@@ -586,7 +653,10 @@ mod tests {
         let sets = KeySets::new(vec![KeySet::of(&suppliers), KeySet::of(&parts)]);
         assert_eq!(sets.lead, 1);
         assert!(matches!(sets.sets[0], KeySet::Bitmap { distinct: 100, .. }));
-        let unfiltered = KeySets::new(vec![KeySet::of(&[0, 1 << 40]), KeySet::of(&suppliers)]);
+        let unfiltered = KeySets::new(vec![
+            KeySet::Unfiltered { keys: 200 },
+            KeySet::of(&suppliers),
+        ]);
         assert_eq!(unfiltered.lead, 1);
     }
 

@@ -74,6 +74,36 @@ async fn the_probe_scan_drops_lines_of_suppliers_not_built() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_too_sparse_for_a_bitmap_are_hashed() {
+    // Suppliers a thousand keys apart: 80 of nation 3 spread over 2 M key values, more
+    // than a bitmap may span for 80 keys.
+    const KEY_STEP: i64 = 1_000;
+    let (_dir, db) = suppliers_and_lines(SUPPLIERS, KEY_STEP, LINES).await;
+    let query = "SELECT count(*) AS n, sum(qty) AS q FROM suppliers, lines \
+                 WHERE nation = 3 AND supp = key";
+
+    let analyzed = rows(&db, &format!("EXPLAIN ANALYZE {query}"))
+        .await
+        .join("\n");
+    assert!(analyzed.contains("80 keys over a span of"), "{analyzed}");
+    assert!(analyzed.contains("hashed into"), "{analyzed}");
+    assert_scans_drop_nine_tenths(&db, query).await;
+
+    let supplier_of = |id: i64| (id * 7_919) % (SUPPLIERS * KEY_STEP);
+    let lines: Vec<i64> = (0..LINES)
+        .filter(|&id| {
+            let supp = supplier_of(id);
+            supp % KEY_STEP == 0 && (supp / KEY_STEP) % NATIONS == 3
+        })
+        .collect();
+    let quantity: i64 = lines.iter().map(|id| id % 50).sum();
+    let answer = rows(&db, query).await;
+    assert!(!lines.is_empty());
+    assert_eq!(cells(&answer), [lines.len() as i64, quantity], "{answer:?}");
+    assert_eq!(answer, rows_unfiltered(&db, query).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semi_and_anti_joins_answer_alike_and_not_in_sees_the_null() {
     const ORDERS: i64 = 20_000;
     const ITEMS: i64 = 40_000;
