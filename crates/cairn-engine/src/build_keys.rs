@@ -47,11 +47,11 @@ const KEY_BITMAP_BITS_PER_KEY: u64 = 1024;
 
 /// Keys gathered at most, over all the key columns of a build side (32 MiB, held until the
 /// side ends); a larger build publishes a filter that passes every row.
+const BUILD_KEYS_MAX: usize = 1 << 22;
 
 /// Multiplier of the hash that places sparse keys (Fibonacci hashing: the golden ratio's
 /// fraction of 2^64, which spreads keys that differ only in low or only in high bits).
 const KEY_HASH_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
-const BUILD_KEYS_MAX: usize = 1 << 22;
 
 /// The keys one run of a build side held, as the probe side's scans test them.
 #[derive(Debug)]
