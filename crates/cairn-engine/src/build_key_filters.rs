@@ -6,8 +6,9 @@
 //! keys whose build values are estimated to span at most [`KEY_BITMAP_BITS_MAX`]: the build
 //! side then streams through `BuildKeyCollectExec`, which gathers those keys, and each
 //! dataset scan holding the join's dynamic filter over bare integer columns for them holds a
-//! `BuildKeyFilter` on those columns instead, which tests the least dense key's bitmap. With no scan holding DataFusion's filter, the join no longer fills it. Scans keep
-//! these filters wherever they are (runtime_filter_reach.rs takes back only DataFusion's):
+//! `BuildKeyFilter` on those columns instead, which tests the least dense key's bitmap. With
+//! no scan holding DataFusion's filter, the join no longer fills it. Scans keep these
+//! filters wherever they are (runtime_filter_reach.rs takes back only DataFusion's):
 //! storage tests a runtime filter only while it drops at least half the rows, and at a
 //! nanosecond or two a row a bitmap costs less than passing a dropped row up to the join.
 //! `SET cairn.build_key_filters = false` leaves DataFusion's filters in place.

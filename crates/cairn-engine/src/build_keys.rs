@@ -288,9 +288,9 @@ impl BuildKeys {
     }
 }
 
-/// `probe IN <the build keys>`: true for rows whose probe key the build side held, tested
-/// on the leading key of several (and, where the keys were too sparse for a bitmap, true for
-/// every row), false for nulls.
+/// `probe IN <the build keys>`: true for rows whose probe key the build side held (and for
+/// a few others where the keys were hashed, and for every row where they were too many to
+/// gather), tested on the leading key of several; false for nulls.
 #[derive(Debug)]
 pub(crate) struct BuildKeyFilter {
     /// The probe side's keys, columns of the scan's batches, in the order the build side's
