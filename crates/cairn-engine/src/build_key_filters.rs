@@ -16,7 +16,7 @@
 use crate::access_path::CairnOptions;
 use crate::build_keys::{BuildKeyCollectExec, BuildKeyFilter, BuildKeys, KEY_BITMAP_BITS_MAX};
 use crate::row_estimate::estimated_key_span;
-use crate::scan_exec::DatasetScanExec;
+use crate::scan_exec::with_scans_replaced;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::error::Result;
@@ -137,7 +137,7 @@ fn with_filter_taken(
     positions: &[usize],
     keys: &Arc<BuildKeys>,
 ) -> Result<(Arc<dyn ExecutionPlan>, bool)> {
-    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
+    with_scans_replaced(plan, &|scan| {
         let schema = scan.schema();
         let on_keys = |dynamic: &Arc<dyn PhysicalExpr>| {
             // A dynamic filter's children are the probe side's keys, in the join's order.
@@ -154,23 +154,6 @@ fn with_filter_taken(
                 .collect::<Option<Vec<_>>>()?;
             Some(Arc::new(BuildKeyFilter::new(probes, keys.clone())) as Arc<dyn PhysicalExpr>)
         };
-        return Ok(match scan.with_runtime_filter_replaced(id, on_keys) {
-            Some(replaced) => (Arc::new(replaced), true),
-            None => (plan, false),
-        });
-    }
-    let mut taken = false;
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|child| {
-            let (child, taken_below) = with_filter_taken(child.clone(), id, positions, keys)?;
-            taken |= taken_below;
-            Ok(child)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if !taken {
-        return Ok((plan, false));
-    }
-    Ok((replace_children_if_necessary(plan, children)?, true))
+        scan.with_runtime_filter_replaced(id, on_keys)
+    })
 }

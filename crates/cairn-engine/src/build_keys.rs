@@ -171,25 +171,36 @@ fn hashed_bit(key: i64, shift: u32) -> u64 {
     (key as u64).wrapping_mul(KEY_HASH_MULTIPLIER) >> shift
 }
 
+/// `$body` with `$values` bound to `$array` as the primitive array of its integer type; an
+/// internal error saying what the keys were `$used` for on any other type.
+macro_rules! on_integers {
+    ($array:expr, $values:ident => $body:expr, $used:literal) => {{
+        macro_rules! typed {
+            ($type:ty) => {{
+                let $values = $array.as_primitive::<$type>();
+                $body
+            }};
+        }
+        match $array.data_type() {
+            DataType::Int8 => typed!(Int8Type),
+            DataType::Int16 => typed!(Int16Type),
+            DataType::Int32 => typed!(Int32Type),
+            DataType::Int64 => typed!(Int64Type),
+            DataType::UInt8 => typed!(UInt8Type),
+            DataType::UInt16 => typed!(UInt16Type),
+            DataType::UInt32 => typed!(UInt32Type),
+            DataType::UInt64 => typed!(UInt64Type),
+            other => return internal_err!("build keys {} {other} values", $used),
+        }
+    }};
+}
+
 /// Which values of `array` (an integer array, each taken as `i64`) `hit` passes; nulls do not.
 fn passing(array: &ArrayRef, hit: impl Fn(i64) -> bool) -> Result<BooleanArray> {
-    macro_rules! test_values {
-        ($type:ty) => {{
-            let values = array.as_primitive::<$type>().values();
-            BooleanBuffer::collect_bool(values.len(), |row| hit(values[row] as i64))
-        }};
-    }
-    let passed = match array.data_type() {
-        DataType::Int8 => test_values!(Int8Type),
-        DataType::Int16 => test_values!(Int16Type),
-        DataType::Int32 => test_values!(Int32Type),
-        DataType::Int64 => test_values!(Int64Type),
-        DataType::UInt8 => test_values!(UInt8Type),
-        DataType::UInt16 => test_values!(UInt16Type),
-        DataType::UInt32 => test_values!(UInt32Type),
-        DataType::UInt64 => test_values!(UInt64Type),
-        other => return internal_err!("build keys tested on {other} values"),
-    };
+    let passed = on_integers!(array, values => {
+        let values = values.values();
+        BooleanBuffer::collect_bool(values.len(), |row| hit(values[row] as i64))
+    }, "tested on");
     let passed = match array.nulls() {
         Some(nulls) => &passed & nulls.inner(),
         None => passed,
@@ -220,26 +231,10 @@ impl fmt::Display for KeySet {
 
 /// Appends the non-null values of `array` (an integer array) to `keys` as `i64`.
 fn gather(array: &ArrayRef, keys: &mut Vec<i64>) -> Result<()> {
-    macro_rules! gather_values {
-        ($type:ty) => {{
-            let values = array.as_primitive::<$type>();
-            match values.nulls() {
-                None => keys.extend(values.values().iter().map(|&v| v as i64)),
-                Some(_) => keys.extend(values.iter().flatten().map(|v| v as i64)),
-            }
-        }};
-    }
-    match array.data_type() {
-        DataType::Int8 => gather_values!(Int8Type),
-        DataType::Int16 => gather_values!(Int16Type),
-        DataType::Int32 => gather_values!(Int32Type),
-        DataType::Int64 => gather_values!(Int64Type),
-        DataType::UInt8 => gather_values!(UInt8Type),
-        DataType::UInt16 => gather_values!(UInt16Type),
-        DataType::UInt32 => gather_values!(UInt32Type),
-        DataType::UInt64 => gather_values!(UInt64Type),
-        other => return internal_err!("build keys gathered from {other} values"),
-    }
+    on_integers!(array, values => match values.nulls() {
+        None => keys.extend(values.values().iter().map(|&v| v as i64)),
+        Some(_) => keys.extend(values.iter().flatten().map(|v| v as i64)),
+    }, "gathered from");
     Ok(())
 }
 

@@ -20,7 +20,7 @@
 //! rebuilt join has none, and the scans below are rid of the one the old join would fill.
 
 use crate::access_path::CairnOptions;
-use crate::scan_exec::DatasetScanExec;
+use crate::scan_exec::with_scans_replaced;
 use crate::storage_layout::storage_partitioning;
 use arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
@@ -199,7 +199,7 @@ fn co_partitioned(join: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>>
     let mut right = right;
     for produced in join.dynamic_expressions_produced() {
         if let Some(id) = produced.expression_id() {
-            right = without_runtime_filter(right, id)?;
+            right = with_scans_replaced(right, &|scan| scan.without_runtime_filter(id))?.0;
         }
     }
     let declared = |side: Arc<dyn ExecutionPlan>, on: Vec<Arc<dyn PhysicalExpr>>| {
@@ -245,25 +245,6 @@ fn without_repartition(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn E
         )?)),
         None => Ok(None),
     }
-}
-
-/// `plan` with the runtime filter of expression id `id` taken from the scans below it.
-fn without_runtime_filter(plan: Arc<dyn ExecutionPlan>, id: u64) -> Result<Arc<dyn ExecutionPlan>> {
-    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
-        return Ok(match scan.without_runtime_filter(id) {
-            Some(rid) => Arc::new(rid),
-            None => plan,
-        });
-    }
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|child| without_runtime_filter(child.clone(), id))
-        .collect::<Result<Vec<_>>>()?;
-    if children.is_empty() {
-        return Ok(plan);
-    }
-    replace_children_if_necessary(plan, children)
 }
 
 /// A side of a join this rule made: its input's rows as they come, declared hash-partitioned

@@ -52,6 +52,7 @@ use datafusion::physical_plan::stream::{RecordBatchReceiverStream, RecordBatchSt
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning,
     PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream, StatisticsArgs,
+    replace_children_if_necessary,
 };
 use futures::{StreamExt, TryStreamExt};
 use std::cmp::Ordering;
@@ -75,6 +76,34 @@ pub(crate) const SHARED_INLINE_ROWS_MIN: u64 = 16;
 /// Rows of the first chunk of an ordered index scan, and the most of any later one.
 const ORDERED_FIRST_CHUNK_ROWS: usize = 64;
 const ORDERED_CHUNK_ROWS_MAX: usize = 16_384;
+
+/// `plan` with each dataset scan below it that `replace` makes a copy of replaced by that
+/// copy, and whether any was; nodes above no replaced scan are kept as they are.
+pub(crate) fn with_scans_replaced(
+    plan: Arc<dyn ExecutionPlan>,
+    replace: &dyn Fn(&DatasetScanExec) -> Option<DatasetScanExec>,
+) -> Result<(Arc<dyn ExecutionPlan>, bool)> {
+    if let Some(scan) = plan.downcast_ref::<DatasetScanExec>() {
+        return Ok(match replace(scan) {
+            Some(replaced) => (Arc::new(replaced), true),
+            None => (plan, false),
+        });
+    }
+    let mut replaced = false;
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| {
+            let (child, replaced_below) = with_scans_replaced(child.clone(), replace)?;
+            replaced |= replaced_below;
+            Ok(child)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !replaced {
+        return Ok((plan, false));
+    }
+    Ok((replace_children_if_necessary(plan, children)?, true))
+}
 
 /// Characters of a runtime filter EXPLAIN shows.
 const RUNTIME_FILTER_SHOWN_CHARS: usize = 160;
@@ -394,10 +423,19 @@ impl DatasetScanExec {
         if !self.runtime_filters.iter().any(held) {
             return None;
         }
+        Some(self.with_runtime_filters(|filters| filters.retain(|filter| !held(filter))))
+    }
+
+    /// A copy whose runtime filters `change` has changed: a new plan node, which counts its
+    /// own metrics.
+    fn with_runtime_filters(
+        &self,
+        change: impl FnOnce(&mut Vec<Arc<dyn PhysicalExpr>>),
+    ) -> DatasetScanExec {
         let mut scan = self.reading_copy();
-        scan.runtime_filters.retain(|filter| !held(filter));
-        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
-        Some(scan)
+        change(&mut scan.runtime_filters);
+        scan.metrics = ExecutionPlanMetricsSet::new();
+        scan
     }
 
     /// A copy holding, in place of the runtime filter of expression id `id`, the filter
@@ -413,10 +451,7 @@ impl DatasetScanExec {
             .iter()
             .position(|filter| filter.expression_id() == Some(id))?;
         let replaced = replacement(&self.runtime_filters[position])?;
-        let mut scan = self.reading_copy();
-        scan.runtime_filters[position] = replaced;
-        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
-        Some(scan)
+        Some(self.with_runtime_filters(|filters| filters[position] = replaced))
     }
 
     /// The same scan reading every row in the order of index `index` on `field`, for a top-k
@@ -895,10 +930,7 @@ impl DatasetScanExec {
         if !self.runtime_filters.iter().any(costly) || grouped || self.may_take_runtime_filters() {
             return None;
         }
-        let mut scan = self.reading_copy();
-        scan.runtime_filters.retain(|filter| !costly(filter));
-        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
-        Some(scan)
+        Some(self.with_runtime_filters(|filters| filters.retain(|filter| !costly(filter))))
     }
 
     /// The storage request of a full scan: its ranges and filter, with the columns, runtime
@@ -1628,9 +1660,7 @@ impl ExecutionPlan for DatasetScanExec {
         if taken.is_empty() {
             return Ok(propagation);
         }
-        let mut scan = self.reading_copy();
-        scan.metrics = ExecutionPlanMetricsSet::new(); // a new plan node counts for itself
-        scan.runtime_filters.extend(taken);
+        let scan = self.with_runtime_filters(|filters| filters.extend(taken));
         Ok(propagation.with_updated_node(Arc::new(scan)))
     }
 
