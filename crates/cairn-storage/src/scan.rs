@@ -885,17 +885,13 @@ impl PartitionScan {
                     self.eager_would_do = eager_would_do;
                     out
                 } else {
-                    let (out, dense) = self.read_together(read, &mut matched)?;
-                    self.eager_would_do = dense;
-                    self.rows_read_eagerly +=
-                        out.iter().map(|batch| batch.num_rows() as u64).sum::<u64>();
-                    self.tested_at_runtime(out)?
+                    let together = self.read_together(read, &mut matched)?;
+                    self.eager_would_do = together.dense;
+                    self.rows_read_eagerly += together.passed;
+                    together.batches
                 }
             }
-            _ => {
-                let (out, _) = self.read_together(read, &mut matched)?;
-                self.tested_at_runtime(out)?
-            }
+            _ => self.read_together(read, &mut matched)?.batches,
         };
         if let Some(ids) = unit_ids {
             // Only a unit read in full is known to hold no match: the key bounds come from

@@ -478,6 +478,53 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
     }
 }
 
+/// A scan whose every projected column is tested or gathered where it is stored tests the
+/// runtime filter on its own columns of the rows passing the filter before it gathers the
+/// others: whether the runtime filter reads a column the filter compares (v, stored plain)
+/// or one it does not (id, delta-encoded and decoded whole), the answer is both filters'
+/// rows, deleted ones left out, and every row passing the filter is tested.
+#[test]
+fn runtime_filters_on_stored_values_drop_rows_before_the_others_are_gathered() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 40_000;
+    let storage = items_flushed_in(dir.path(), spread_v, items, 20_000);
+    // About one row in 32, and three in eight.
+    for (lower, upper) in [(0, 1 << 36), (-(1 << 39), 1 << 38)] {
+        let runtime_columns: [ColumnOfId; 2] = [(0, |id| id), (1, spread_v)];
+        for (position, value_of) in runtime_columns {
+            let runtime = Modulo::new(position, 3, 1);
+            let passing: Vec<i64> = (0..items)
+                .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
+                .collect();
+            let expected: Vec<i64> = passing
+                .iter()
+                .copied()
+                .filter(|id| runtime.passes(value_of(*id)))
+                .collect();
+            // Not narrowed: the scan reads (id, v) together, testing the filter on v's
+            // stored values.
+            let filter = VBetween::offering(1, lower, upper, false, true);
+            let scanned = scan_with_runtime_filter(
+                &storage,
+                &[0, 1],
+                filter,
+                Vec::new(),
+                Some(Arc::new(runtime)),
+            );
+            let case = format!("v in [{lower}, {upper}), runtime on {position}");
+            assert!(expected.len() > 3, "{case}");
+            assert_eq!(scanned.ids(), expected, "{case}");
+            assert_eq!(scanned.tested_stored, items as u64, "{case}");
+            assert_eq!(scanned.tested_at_runtime, passing.len() as u64, "{case}");
+            assert_eq!(
+                scanned.dropped_at_runtime,
+                (passing.len() - expected.len()) as u64,
+                "{case}"
+            );
+        }
+    }
+}
+
 /// A runtime filter that drops fewer than half the rows it is tested on stops being tested
 /// once a sample of rows has been: the join above it would look the same keys up again for
 /// the rows it keeps. The answer holds every row it passes, and the rest of those it was not

@@ -306,8 +306,28 @@ impl StoredComparisons {
     /// The filter columns' values at `offsets` (ascending offsets of the row group), as a
     /// batch of the columns a decoding read returns.
     pub(super) fn gather(&self, offsets: &[u64]) -> Result<RecordBatch> {
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
-        for (chunk, _) in &self.columns {
+        let every_column: Vec<usize> = (0..self.columns.len()).collect();
+        self.gather_columns(&every_column, offsets)
+    }
+
+    /// [`StoredComparisons::gather`] of just the columns at `positions` (ascending, in the
+    /// filter's order).
+    pub(super) fn gather_columns(
+        &self,
+        positions: &[usize],
+        offsets: &[u64],
+    ) -> Result<RecordBatch> {
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(positions.len());
+        for &position in positions {
+            let Some((chunk, _)) = self.columns.get(position) else {
+                return Err(StorageError::corrupt(
+                    &self.path,
+                    format!(
+                        "a stored-value read asked for column {position} of {}",
+                        self.columns.len()
+                    ),
+                ));
+            };
             let rows = chunk.len();
             if offsets.last().is_some_and(|&last| last >= rows) {
                 return Err(StorageError::corrupt(
@@ -320,7 +340,11 @@ impl StoredComparisons {
             }
             arrays.push(chunk.gather(offsets)?);
         }
-        Ok(RecordBatch::try_new(self.schema.clone(), arrays)?)
+        let schema = match positions.len() == self.columns.len() {
+            true => self.schema.clone(),
+            false => Arc::new(self.schema.project(positions)?),
+        };
+        Ok(RecordBatch::try_new(schema, arrays)?)
     }
 }
 
