@@ -13,7 +13,7 @@ use cairn_model::Value;
 use cairn_storage::dataset::Dataset;
 use cairn_storage::predicate_cache::{Atom, Predicate, RangeBound};
 use cairn_storage::secondary_index::field_type;
-use cairn_storage::{ColumnComparison, ComparisonOp, RowFilter, ScanFilter};
+use cairn_storage::{ColumnComparison, ColumnPair, ComparisonOp, RowFilter, ScanFilter};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, Datum, RecordBatch, Scalar,
 };
@@ -164,8 +164,11 @@ struct PhysicalFilter {
     /// The columns `expr` reads (positions in its schema, ascending) and `expr` over a
     /// schema of just those, when they are not all of its schema's columns.
     narrowed: Option<(Vec<usize>, Box<PhysicalFilter>)>,
-    /// `expr` as comparisons of columns with constants, when it is exactly that.
+    /// `expr` as comparisons of columns with constants and `column_pairs`, when it is
+    /// exactly that.
     comparisons: Option<Vec<ColumnComparison>>,
+    /// `expr`'s comparisons of two columns, when `comparisons` is `Some`; else empty.
+    column_pairs: Vec<ColumnPair>,
     /// The positions of the columns `expr` answers alike given as dictionaries.
     dictionary_ready: Vec<usize>,
 }
@@ -223,16 +226,28 @@ impl PhysicalFilter {
             .collect();
         // Stable: conjuncts of one kind keep the query's order.
         conjuncts.sort_by_key(|conjunct| !conjunct.cheap);
-        let comparisons = conjuncts
-            .iter()
-            .map(|conjunct| column_comparison(&conjunct.expr, schema))
-            .collect();
+        let (mut comparisons, mut column_pairs) = (Some(Vec::new()), Vec::new());
+        for conjunct in &conjuncts {
+            if let Some(comparison) = column_comparison(&conjunct.expr, schema) {
+                if let Some(all) = comparisons.as_mut() {
+                    all.push(comparison);
+                }
+            } else if let Some(pair) = compared_columns(&conjunct.expr, schema) {
+                column_pairs.push(pair);
+            } else {
+                comparisons = None;
+            }
+        }
+        if comparisons.is_none() {
+            column_pairs.clear();
+        }
         PhysicalFilter {
             dictionary_ready: dictionary_ready(&expr, schema),
             expr,
             conjuncts,
             narrowed: None,
             comparisons,
+            column_pairs,
         }
     }
 
@@ -372,6 +387,36 @@ fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Co
         position: column.index(),
         op,
         value,
+    })
+}
+
+/// `expr` as `left op right` of two columns of `schema` of one signed integer, date or
+/// timestamp type (whose stored values compare as whole numbers, see [`ColumnPair`]).
+fn compared_columns(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<ColumnPair> {
+    let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
+    let left = binary.left().downcast_ref::<Column>()?.index();
+    let right = binary.right().downcast_ref::<Column>()?.index();
+    let op = match binary.op() {
+        Operator::Eq => ComparisonOp::Eq,
+        Operator::Lt => ComparisonOp::Lt,
+        Operator::LtEq => ComparisonOp::LtEq,
+        Operator::Gt => ComparisonOp::Gt,
+        Operator::GtEq => ComparisonOp::GtEq,
+        _ => return None,
+    };
+    let left_type = schema.fields().get(left)?.data_type();
+    let whole_numbers = matches!(
+        left_type,
+        ArrowType::Int32
+            | ArrowType::Int64
+            | ArrowType::Date32
+            | ArrowType::Date64
+            | ArrowType::Timestamp(..)
+    );
+    (whole_numbers && schema.fields().get(right)?.data_type() == left_type).then_some(ColumnPair {
+        left,
+        op,
+        right,
     })
 }
 
@@ -523,6 +568,10 @@ impl RowFilter for PhysicalFilter {
 
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         self.comparisons.as_deref()
+    }
+
+    fn column_pairs(&self) -> &[ColumnPair] {
+        &self.column_pairs
     }
 
     fn dictionary_ready(&self) -> &[usize] {
@@ -938,5 +987,50 @@ mod tests {
         );
         assert_eq!(comparisons(col("f").gt(lit(0.0f64))), None);
         assert_eq!(comparisons(col("f").gt(lit(-0.0f64))), None);
+    }
+
+    #[test]
+    fn comparisons_of_two_columns_of_one_whole_number_type_are_offered_as_pairs() {
+        let ctx = SessionContext::new();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", ArrowType::Int64, false),
+            Field::new("b", ArrowType::Int64, false),
+            Field::new("d", ArrowType::Date32, false),
+            Field::new("e", ArrowType::Date32, false),
+            Field::new("f", ArrowType::Float64, false),
+            Field::new("g", ArrowType::Float64, false),
+        ]));
+        let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
+        let offered = |condition: Expr| {
+            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
+            let filter = PhysicalFilter::new(expr, &schema);
+            let comparisons = filter.comparisons().map(<[_]>::to_vec);
+            (comparisons, filter.column_pairs().to_vec())
+        };
+        let pair = |left, op, right| ColumnPair { left, op, right };
+        let day = |days: i32| lit(ScalarValue::Date32(Some(days)));
+        // Beside comparisons with constants, or alone.
+        assert_eq!(
+            offered(col("d").lt(col("e")).and(col("e").gt_eq(day(10)))),
+            (
+                Some(vec![ColumnComparison {
+                    position: 3,
+                    op: ComparisonOp::GtEq,
+                    value: 10
+                }]),
+                vec![pair(2, ComparisonOp::Lt, 3)]
+            )
+        );
+        assert_eq!(
+            offered(col("b").gt(col("a"))),
+            (Some(vec![]), vec![pair(1, ComparisonOp::Gt, 0)])
+        );
+        // Doubles, mixed types, inequality and other conjuncts: not offered at all.
+        assert_eq!(offered(col("f").lt(col("g"))), (None, vec![]));
+        assert_eq!(offered(col("a").not_eq(col("b"))), (None, vec![]));
+        assert_eq!(
+            offered(col("d").lt(col("e")).and(col("a").not_eq(lit(1i64)))),
+            (None, vec![])
+        );
     }
 }

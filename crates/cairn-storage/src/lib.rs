@@ -67,8 +67,8 @@ pub use dataset::{BatchVisibility, WriteOp, WriteReceipt};
 pub use error::{Result, StorageError};
 pub use options::{Durability, StorageOptions};
 pub use scan::{
-    ColumnComparison, ColumnRange, ComparisonOp, Narrowing, PartitionScan, RowFilter, ScanFilter,
-    ScanRequest, collect_parallel, float_order_key, float32_order_key,
+    ColumnComparison, ColumnPair, ColumnRange, ComparisonOp, Narrowing, PartitionScan, RowFilter,
+    ScanFilter, ScanRequest, collect_parallel, float_order_key, float32_order_key,
 };
 pub use secondary_index::{IndexDefinition, IndexKind, IndexRange};
 pub use statistics::{ColumnSummaries, ColumnSummary, PartitionSummary};

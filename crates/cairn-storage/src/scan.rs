@@ -59,10 +59,18 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     }
 
     /// The condition as comparisons of columns with constants that a row must all pass, when
-    /// it is exactly that and every constant has its column's type. A scan may then test the
-    /// values where they are stored instead of decoding them. `None` (the default) otherwise.
+    /// it is exactly that, together with [`RowFilter::column_pairs`], and every constant has
+    /// its column's type. A scan may then test the values where they are stored instead of
+    /// decoding them. `None` (the default) otherwise.
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         None
+    }
+
+    /// The comparisons of two columns with each other that a row must pass besides
+    /// [`RowFilter::comparisons`] (read only when that is `Some`, and then possibly empty).
+    /// Empty (the default) for none.
+    fn column_pairs(&self) -> &[ColumnPair] {
+        &[]
     }
 
     /// Positions (ascending, in the batches [`RowFilter::evaluate`] receives) of the columns
@@ -95,6 +103,17 @@ pub struct ColumnComparison {
     pub position: usize,
     pub op: ComparisonOp,
     pub value: i64,
+}
+
+/// `left op right`: a comparison of the columns at positions `left` and `right` (in the
+/// batches a [`RowFilter`] receives), both of one integer, date or timestamp type, so that
+/// their stored values compare as signed whole numbers. Floating-point columns are never
+/// paired: their stored order is not the one comparisons of two columns answer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnPair {
+    pub left: usize,
+    pub op: ComparisonOp,
+    pub right: usize,
 }
 
 /// `value` as an integer that orders as Arrow's comparison kernels order doubles (IEEE 754

@@ -6,7 +6,7 @@
 //! target, which lacks a 64-bit vector comparison: about seven instructions per value, a fifth
 //! of such a query's time (bench/results/page-gather/).
 
-use crate::scan::{float_order_key, float32_order_key};
+use crate::scan::{ComparisonOp, float_order_key, float32_order_key};
 use arrow::array::BooleanBufferBuilder;
 
 /// How stored values compare with the bounds they are tested against.
@@ -85,6 +85,75 @@ pub(super) fn append_in_range(
         }
     }
     out.append_packed_range(0..rows, scratch);
+}
+
+/// Appends to `out` one bit per pair of little-endian `width`-byte (4 or 8) signed integers
+/// at the same place in `left` and `right`: whether `left op right`. `scratch` is reused
+/// between calls to spare allocations.
+pub(super) fn append_compared(
+    left: &[u8],
+    right: &[u8],
+    width: usize,
+    op: ComparisonOp,
+    out: &mut BooleanBufferBuilder,
+    scratch: &mut Vec<u8>,
+) {
+    assert!(width == 4 || width == 8, "values of 4 or 8 bytes");
+    assert_eq!(left.len(), right.len(), "as many values on either side");
+    debug_assert_eq!(left.len() % width, 0, "whole values");
+    let rows = left.len() / width;
+    scratch.clear();
+    scratch.reserve(rows.div_ceil(64) * 8);
+    match width {
+        8 => pair_words_by_op::<8>(left, right, op, scratch, i64::from_le_bytes),
+        _ => pair_words_by_op::<4>(left, right, op, scratch, |v| i32::from_le_bytes(v) as i64),
+    }
+    out.append_packed_range(0..rows, scratch);
+}
+
+/// [`pair_words`] with the test of `op` on the values `value` reads, chosen once per call so
+/// that each operator's loop is compiled on its own.
+fn pair_words_by_op<const W: usize>(
+    left: &[u8],
+    right: &[u8],
+    op: ComparisonOp,
+    out: &mut Vec<u8>,
+    value: impl Fn([u8; W]) -> i64 + Copy,
+) {
+    match op {
+        ComparisonOp::Eq => pair_words::<W>(left, right, out, |a, b| value(*a) == value(*b)),
+        ComparisonOp::Lt => pair_words::<W>(left, right, out, |a, b| value(*a) < value(*b)),
+        ComparisonOp::LtEq => pair_words::<W>(left, right, out, |a, b| value(*a) <= value(*b)),
+        ComparisonOp::Gt => pair_words::<W>(left, right, out, |a, b| value(*a) > value(*b)),
+        ComparisonOp::GtEq => pair_words::<W>(left, right, out, |a, b| value(*a) >= value(*b)),
+    }
+}
+
+/// Appends `test` of each pair of `W`-byte values at the same place in `left` and `right`
+/// (of one length) to `out` as little-endian words of 64 bits (the last one partly filled).
+fn pair_words<const W: usize>(
+    left: &[u8],
+    right: &[u8],
+    out: &mut Vec<u8>,
+    test: impl Fn(&[u8; W], &[u8; W]) -> bool,
+) {
+    let pack = |left: &[u8], right: &[u8]| {
+        let pairs = left.as_chunks::<W>().0.iter().zip(right.as_chunks::<W>().0);
+        let mut word = 0u64;
+        for (bit, (a, b)) in pairs.enumerate() {
+            word |= (test(a, b) as u64) << bit;
+        }
+        word
+    };
+    let mut left_blocks = left.chunks_exact(64 * W);
+    let mut right_blocks = right.chunks_exact(64 * W);
+    for (l, r) in (&mut left_blocks).zip(&mut right_blocks) {
+        out.extend_from_slice(&pack(l, r).to_le_bytes());
+    }
+    if !left_blocks.remainder().is_empty() {
+        let word = pack(left_blocks.remainder(), right_blocks.remainder());
+        out.extend_from_slice(&word.to_le_bytes());
+    }
 }
 
 fn words_i64(values: &[u8], low: i64, high: i64, out: &mut Vec<u8>) {
@@ -295,6 +364,52 @@ mod tests {
                     expected,
                     "[{low}, {high}], {count} values"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn pairs_of_values_are_compared_like_the_operator_they_stand_for() {
+        let ops: [(ComparisonOp, fn(&i64, &i64) -> bool); 5] = [
+            (ComparisonOp::Eq, |a, b| a == b),
+            (ComparisonOp::Lt, |a, b| a < b),
+            (ComparisonOp::LtEq, |a, b| a <= b),
+            (ComparisonOp::Gt, |a, b| a > b),
+            (ComparisonOp::GtEq, |a, b| a >= b),
+        ];
+        for count in [0, 1, 63, 64, 65, 1000] {
+            let left = values_around(-10, 10, count);
+            // Equal, one below, one above and unrelated values in turn.
+            let right: Vec<i64> = left
+                .iter()
+                .zip(values_around(i64::MIN, i64::MAX, count))
+                .enumerate()
+                .map(|(i, (&v, other))| match i % 4 {
+                    0 => v,
+                    1 => v.wrapping_sub(1),
+                    2 => v.wrapping_add(1),
+                    _ => other,
+                })
+                .collect();
+            for (op, holds) in ops {
+                let expected: Vec<bool> =
+                    left.iter().zip(&right).map(|(a, b)| holds(a, b)).collect();
+                let compared = |width: usize, bytes: &dyn Fn(&[i64]) -> Vec<u8>| {
+                    let mut out = BooleanBufferBuilder::new(0);
+                    let (l, r) = (bytes(&left), bytes(&right));
+                    append_compared(&l, &r, width, op, &mut out, &mut Vec::new());
+                    out.finish().iter().collect::<Vec<bool>>()
+                };
+                let wide = |v: &[i64]| v.iter().flat_map(|v| v.to_le_bytes()).collect();
+                assert_eq!(compared(8, &wide), expected, "{op:?}, {count} values");
+                // 32-bit values: the same pairs, truncated, compared as 32-bit numbers.
+                let narrow = |v: &[i64]| v.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect();
+                let expected32: Vec<bool> = left
+                    .iter()
+                    .zip(&right)
+                    .map(|(&a, &b)| holds(&(a as i32 as i64), &(b as i32 as i64)))
+                    .collect();
+                assert_eq!(compared(4, &narrow), expected32, "{op:?}, {count} values");
             }
         }
     }

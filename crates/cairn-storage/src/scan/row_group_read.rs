@@ -39,14 +39,17 @@ impl PartitionScan {
         matched: &mut [bool],
     ) -> Result<ReadTogether> {
         let page_rows = read.component.shape.page_rows;
-        let comparisons = self.filter.as_ref().and_then(|f| f.rows.comparisons());
-        if let (Some(comparisons), Some(projection)) = (comparisons, &self.projection)
+        let filter = self.filter.as_ref().map(|filter| filter.rows.clone());
+        let comparisons = filter.as_deref().and_then(|rows| rows.comparisons());
+        if let (Some(comparisons), Some(filter), Some(projection)) =
+            (comparisons, &filter, &self.projection)
             && let Some(stored) = StoredComparisons::new(
                 read.component,
                 read.metadata,
                 read.row_group,
                 projection,
                 comparisons,
+                filter.column_pairs(),
             )?
         {
             self.rows_tested_stored += read.rows();
@@ -202,6 +205,7 @@ impl PartitionScan {
                 read.row_group,
                 &filter_dataset,
                 comparisons,
+                narrow.column_pairs(),
             )?,
             None => None,
         };

@@ -14,13 +14,17 @@
 //! A plain page's values are then its last `rows × width` bytes: the offset index gives every
 //! page's position, its size including the header, and its first row, and a plain page of a
 //! flat column without nulls ends in its values, whatever definition levels precede them.
+//!
+//! Comparisons of two columns with each other (TPC-H's `l_commitdate < l_receiptdate`) are
+//! tested the same way when both columns' chunks are plain and uncompressed, value against
+//! value where they lie.
 
 use super::dictionary_chunks::DictionaryChunk;
 use super::page_gather::{
     FixedWidthLeaf, bits_at, fixed_width_column, fixed_width_from_bits, fixed_width_leaf,
 };
-use super::range_bits::{StoredOrder, append_in_range};
-use super::{ColumnComparison, ComparisonOp};
+use super::range_bits::{StoredOrder, append_compared, append_in_range};
+use super::{ColumnComparison, ColumnPair, ComparisonOp};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use arrow::array::{ArrayRef, BooleanBufferBuilder, RecordBatch, UInt64Array};
@@ -70,6 +74,21 @@ impl PlainChunk {
             let at = page.values_start + (offset - page.first_row) as usize * W;
             Some(bits_at::<W>(&self.bytes, at))
         })
+    }
+
+    /// The index of the page holding row `row`, if one does.
+    fn page_holding(&self, row: u64) -> Option<usize> {
+        let index = self
+            .pages
+            .partition_point(|page| page.first_row + page.rows <= row);
+        (index < self.pages.len()).then_some(index)
+    }
+
+    /// The stored bytes of rows `start..end`, which must all lie in page `page`.
+    fn values(&self, page: usize, start: u64, end: u64) -> &[u8] {
+        let page = &self.pages[page];
+        let from = page.values_start + (start - page.first_row) as usize * self.width;
+        &self.bytes[from..from + (end - start) as usize * self.width]
     }
 
     /// The pages holding rows `start..end`, each with the part of them in it (as offsets into
@@ -174,12 +193,56 @@ impl StoredChunk {
     }
 }
 
+/// Appends to `out` one bit per row of `rows` (row-group offsets): whether `left op right`
+/// holds of its values, the two chunks holding values of one type. `scratch` is reused
+/// between calls.
+fn append_compared_chunks(
+    left: &PlainChunk,
+    op: ComparisonOp,
+    right: &PlainChunk,
+    rows: std::ops::Range<u64>,
+    out: &mut BooleanBufferBuilder,
+    scratch: &mut Vec<u8>,
+) {
+    let mut at = rows.start;
+    // The two columns' pages need not break at the same rows: each step compares the rows
+    // up to the nearer page end.
+    while at < rows.end {
+        let (Some(left_page), Some(right_page)) = (left.page_holding(at), right.page_holding(at))
+        else {
+            // Beyond the chunks' rows, which `plain_chunk` makes the row group's: no row
+            // passes.
+            out.append_n((rows.end - at) as usize, false);
+            return;
+        };
+        let page_end = |chunk: &PlainChunk, page: usize| {
+            let page = &chunk.pages[page];
+            page.first_row + page.rows
+        };
+        let end = rows
+            .end
+            .min(page_end(left, left_page))
+            .min(page_end(right, right_page));
+        append_compared(
+            left.values(left_page, at, end),
+            right.values(right_page, at, end),
+            left.width,
+            op,
+            out,
+            scratch,
+        );
+        at = end;
+    }
+}
+
 /// A filter of column comparisons over one row group, tested on its stored values.
 #[derive(Debug)]
 pub(super) struct StoredComparisons {
     /// Per filter column, in the filter's order: its chunk, and the bounds the filter puts
     /// on it (`None` for a column the filter reads but does not bound).
     columns: Vec<(StoredChunk, Option<(i64, i64)>)>,
+    /// Comparisons of two columns, both plain chunks of one type (`new` checks).
+    pairs: Vec<ColumnPair>,
     /// Some column's comparisons exclude every value.
     unsatisfiable: bool,
     schema: Arc<Schema>,
@@ -188,26 +251,46 @@ pub(super) struct StoredComparisons {
 }
 
 impl StoredComparisons {
-    /// The filter `comparisons` over the dataset columns `columns` (the filter's positions
-    /// name them) in `row_group` of `component`; `None` when some column is not stored in a
-    /// form tested in place there.
+    /// The filter `comparisons` and `pairs` over the dataset columns `columns` (the filter's
+    /// positions name them) in `row_group` of `component`; `None` when some column is not
+    /// stored in a form tested in place there.
     pub(super) fn new(
         component: &DiskComponent,
         footer: &ArrowReaderMetadata,
         row_group: usize,
         columns: &[usize],
         comparisons: &[ColumnComparison],
+        pairs: &[ColumnPair],
     ) -> Result<Option<StoredComparisons>> {
-        if comparisons.iter().any(|c| c.position >= columns.len()) {
+        let out_of_range = |position: usize| position >= columns.len();
+        if comparisons.iter().any(|c| out_of_range(c.position))
+            || pairs
+                .iter()
+                .any(|p| out_of_range(p.left) || out_of_range(p.right))
+        {
             return Ok(None);
         }
+        let paired = |position: usize| {
+            pairs
+                .iter()
+                .any(|p| p.left == position || p.right == position)
+        };
         // Decided from the footer the scan holds, so that a filter on columns stored any
         // other way never loads the page locations. A dictionary's pages are read through
         // the page reader, which decompresses them; plain ones are read in place.
         let mut leaves = Vec::with_capacity(columns.len());
         for (position, &column) in columns.iter().enumerate() {
-            let compared = comparisons.iter().any(|c| c.position == position);
+            let compared = comparisons.iter().any(|c| c.position == position) || paired(position);
             match fixed_width_leaf(footer, row_group, column) {
+                // A paired column is compared value against value: plain, of whole numbers.
+                Some(leaf)
+                    if paired(position)
+                        && (leaf.dictionary
+                            || !leaf.uncompressed
+                            || StoredOrder::of(&leaf.arrow_type) != StoredOrder::Integer) =>
+                {
+                    return Ok(None);
+                }
                 Some(leaf) if leaf.dictionary || leaf.uncompressed => leaves.push(Some(leaf)),
                 _ if !compared && fixed_width_column(footer, column) => leaves.push(None),
                 _ => return Ok(None),
@@ -264,9 +347,21 @@ impl StoredComparisons {
             };
             chunks.push((chunk, bounds));
         }
+        for pair in pairs {
+            let same_type = match (&chunks[pair.left].0, &chunks[pair.right].0) {
+                (StoredChunk::Plain(left), StoredChunk::Plain(right)) => {
+                    left.arrow_type == right.arrow_type && left.width == right.width
+                }
+                _ => false,
+            };
+            if !same_type {
+                return Ok(None);
+            }
+        }
         let schema = Arc::new(metadata.schema().project(columns)?);
         Ok(Some(StoredComparisons {
             columns: chunks,
+            pairs: pairs.to_vec(),
             unsatisfiable,
             schema,
             path: component.path.clone(),
@@ -289,6 +384,22 @@ impl StoredComparisons {
                 };
                 let mut bits = BooleanBufferBuilder::new(rows as usize);
                 chunk.append_in_range(start..start + rows, low, high, &mut bits, &mut scratch);
+                let bits = bits.finish();
+                passing = Some(match passing {
+                    Some(so_far) => &so_far & &bits,
+                    None => bits,
+                });
+            }
+            for pair in &self.pairs {
+                let (StoredChunk::Plain(left), StoredChunk::Plain(right)) =
+                    (&self.columns[pair.left].0, &self.columns[pair.right].0)
+                else {
+                    // `new` pairs plain chunks alone.
+                    return Vec::new();
+                };
+                let mut bits = BooleanBufferBuilder::new(rows as usize);
+                let rows = start..start + rows;
+                append_compared_chunks(left, pair.op, right, rows, &mut bits, &mut scratch);
                 let bits = bits.finish();
                 passing = Some(match passing {
                     Some(so_far) => &so_far & &bits,
