@@ -511,17 +511,58 @@ async fn q6_tables(db: &Database) {
             )
         })
         .collect();
-    for table in ["lines", "lines_in_memory"] {
+    let columns = "id BIGINT PRIMARY KEY, price DOUBLE NOT NULL, discount DOUBLE, qty BIGINT, \
+                   day DATE NOT NULL";
+    twin_tables(db, "lines", columns, &rows).await;
+}
+
+/// Tables `name` (flushed to a component) and `<name>_in_memory`, both of the SQL column
+/// definitions `columns` in two partitions, holding `rows` (SQL value tuples).
+async fn twin_tables(db: &Database, name: &str, columns: &str, rows: &[String]) {
+    let in_memory = format!("{name}_in_memory");
+    for table in [name, &in_memory] {
         db.sql(&format!(
-            "CREATE TABLE {table} (id BIGINT PRIMARY KEY, price DOUBLE NOT NULL, \
-             discount DOUBLE, qty BIGINT, day DATE NOT NULL) \
-             WITH (partitions = 2)"
+            "CREATE TABLE {table} ({columns}) WITH (partitions = 2)"
         ))
         .await
         .unwrap();
     }
-    insert_and_flush(db, "lines", &rows).await;
-    common::insert(db, "lines_in_memory", &rows).await;
+    insert_and_flush(db, name, rows).await;
+    common::insert(db, &in_memory, rows).await;
+}
+
+/// Deletes the rows passing `condition` from `name` and `<name>_in_memory`.
+async fn delete_in_twins(db: &Database, name: &str, condition: &str) {
+    for table in [name.to_string(), format!("{name}_in_memory")] {
+        db.sql(&format!("DELETE FROM {table} WHERE {condition}"))
+            .await
+            .unwrap();
+    }
+}
+
+/// The cells of each row `query` (naming its table `{table}`) returns from `<name>_in_memory`,
+/// rows sorted, after checking that it returns the same from `name` (on disk); and the plan
+/// of its run on disk.
+async fn twin_answers(
+    db: &Database,
+    name: &str,
+    query: &str,
+) -> (Vec<Vec<String>>, Arc<dyn ExecutionPlan>) {
+    // Without the padding that column names widen.
+    let cells = |rows: Vec<String>| -> Vec<Vec<String>> {
+        let mut cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| row.split('|').map(|cell| cell.trim().to_string()).collect())
+            .collect();
+        cells.sort();
+        cells
+    };
+    let on_disk = query.replace("{table}", name);
+    let in_memory = query.replace("{table}", &format!("{name}_in_memory"));
+    let want = cells(common::rows(db, &in_memory).await);
+    let (_, plan) = common::run_plan(db, &on_disk).await;
+    assert_eq!(cells(common::rows(db, &on_disk).await), want, "{query}");
+    (want, plan)
 }
 
 /// Comparisons of doubles with constants other than zero are tested on stored values too:
@@ -533,10 +574,7 @@ async fn double_and_dictionary_comparisons_are_tested_on_stored_values() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), Default::default()).unwrap();
     q6_tables(&db).await;
-    db.sql("DELETE FROM lines WHERE id % 10 = 3").await.unwrap();
-    db.sql("DELETE FROM lines_in_memory WHERE id % 10 = 3")
-        .await
-        .unwrap();
+    delete_in_twins(&db, "lines", "id % 10 = 3").await;
     // Q6's filter; its sum of doubles would differ in the last digits with the order of the
     // additions, so integers are summed and doubles compared at their extremes.
     let q6 = "SELECT sum(qty), count(*), min(price * discount), max(price * discount) \
@@ -576,18 +614,8 @@ async fn double_and_dictionary_comparisons_are_tested_on_stored_values() {
         ),
     ];
     for (query, stored) in cases {
-        let on_disk = query.replace("{table}", "lines");
-        let in_memory = query.replace("{table}", "lines_in_memory");
-        // The cells of each row, without the padding that column names widen.
-        let cells = |rows: Vec<String>| -> Vec<Vec<String>> {
-            rows.iter()
-                .map(|row| row.split('|').map(|cell| cell.trim().to_string()).collect())
-                .collect()
-        };
-        let want = cells(common::rows(&db, &in_memory).await);
+        let (want, plan) = twin_answers(&db, "lines", query).await;
         assert!(want.len() > 1 || query == q6, "{query}: {want:?}");
-        let (_, plan) = common::run_plan(&db, &on_disk).await;
-        assert_eq!(cells(common::rows(&db, &on_disk).await), want, "{query}");
         let tested_stored = scan_metric(&plan, "rows_tested_stored");
         assert_eq!(tested_stored > 0, stored, "{query}: {tested_stored}");
     }
@@ -602,18 +630,11 @@ async fn columns_stored_otherwise_beside_stored_comparisons_are_decoded_and_take
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), Default::default()).unwrap();
     q6_tables(&db).await;
-    for table in ["lines", "lines_in_memory"] {
-        db.sql(&format!("DELETE FROM {table} WHERE id % 10 = 3"))
-            .await
-            .unwrap();
-    }
+    delete_in_twins(&db, "lines", "id % 10 = 3").await;
     // Nearly every row passes: after each partition's first row group, every column is read
     // at once.
     let query = "SELECT id, price, qty FROM {table} WHERE day >= DATE '1992-01-20'";
-    let want = common::rows(&db, &query.replace("{table}", "lines_in_memory")).await;
-    let on_disk = query.replace("{table}", "lines");
-    let (_, plan) = common::run_plan(&db, &on_disk).await;
-    assert_eq!(common::rows(&db, &on_disk).await, want, "{query}");
+    let (want, plan) = twin_answers(&db, "lines", query).await;
     assert!(want.len() > 30_000, "{}", want.len());
     assert!(scan_metric(&plan, "rows_read_eagerly") > 0, "{query}");
     assert_eq!(
@@ -642,16 +663,9 @@ async fn pair_tables(db: &Database) {
             )
         })
         .collect();
-    for table in ["pairs", "pairs_in_memory"] {
-        db.sql(&format!(
-            "CREATE TABLE {table} (id BIGINT PRIMARY KEY, a BIGINT NOT NULL, b BIGINT NOT NULL, \
-             day DATE NOT NULL, due DATE NOT NULL, note VARCHAR) WITH (partitions = 2)"
-        ))
-        .await
-        .unwrap();
-    }
-    insert_and_flush(db, "pairs", &rows).await;
-    common::insert(db, "pairs_in_memory", &rows).await;
+    let columns = "id BIGINT PRIMARY KEY, a BIGINT NOT NULL, b BIGINT NOT NULL, \
+                   day DATE NOT NULL, due DATE NOT NULL, note VARCHAR";
+    twin_tables(db, "pairs", columns, &rows).await;
 }
 
 /// Comparisons of two columns of one type (TPC-H's `l_commitdate < l_receiptdate`) answer as
@@ -663,11 +677,7 @@ async fn comparisons_of_two_columns_answer_as_decoding_does() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), Default::default()).unwrap();
     pair_tables(&db).await;
-    for table in ["pairs", "pairs_in_memory"] {
-        db.sql(&format!("DELETE FROM {table} WHERE id % 10 = 3"))
-            .await
-            .unwrap();
-    }
+    delete_in_twins(&db, "pairs", "id % 10 = 3").await;
     // The query, and whether its filter is tested on stored values for certain.
     let cases = [
         ("SELECT id, note FROM {table} WHERE a < b", true),
@@ -687,15 +697,8 @@ async fn comparisons_of_two_columns_answer_as_decoding_does() {
         ("SELECT id FROM {table} WHERE a < b AND a <> 7", false),
     ];
     for (query, stored) in cases {
-        let want = common::rows(&db, &query.replace("{table}", "pairs_in_memory")).await;
+        let (want, plan) = twin_answers(&db, "pairs", query).await;
         assert!(want.len() > 100, "{query}: {}", want.len());
-        let on_disk = query.replace("{table}", "pairs");
-        let (_, plan) = common::run_plan(&db, &on_disk).await;
-        let mut got = common::rows(&db, &on_disk).await;
-        let mut want = want;
-        got.sort();
-        want.sort();
-        assert_eq!(got, want, "{query}");
         if stored {
             let tested_stored = scan_metric(&plan, "rows_tested_stored");
             assert!(tested_stored > 0, "{query}: {tested_stored}");

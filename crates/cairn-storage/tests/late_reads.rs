@@ -415,6 +415,25 @@ impl RowFilter for Modulo {
 /// A column of the projection, with its value for an id.
 type ColumnOfId = (usize, fn(i64) -> i64);
 
+/// The live ids of 0..`items` whose `spread_v` lies in `[lower, upper)`, and those of them
+/// `runtime` passes, reading the value `value_of` gives an id.
+fn passing_then_kept(
+    items: i64,
+    (lower, upper): (i64, i64),
+    runtime: &Modulo,
+    value_of: fn(i64) -> i64,
+) -> (Vec<i64>, Vec<i64>) {
+    let passing: Vec<i64> = (0..items)
+        .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
+        .collect();
+    let kept = passing
+        .iter()
+        .copied()
+        .filter(|id| runtime.passes(value_of(*id)))
+        .collect();
+    (passing, kept)
+}
+
 /// A runtime filter drops the rows it fails before their other columns are decoded, whether
 /// it reads a column the filter read (v) or one it did not (id), and whether the filter was
 /// tested on stored values or decoded: the answer is the filter's and the runtime filter's
@@ -440,14 +459,8 @@ fn runtime_filters_drop_rows_before_their_other_columns_are_decoded() {
         for (position, value_of) in runtime_columns {
             for stored in [true, false] {
                 let runtime = Modulo::new(position, 3, 1);
-                let passing: Vec<i64> = (0..items)
-                    .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
-                    .collect();
-                let expected: Vec<i64> = passing
-                    .iter()
-                    .copied()
-                    .filter(|id| runtime.passes(value_of(*id)))
-                    .collect();
+                let (passing, expected) =
+                    passing_then_kept(items, (lower, upper), &runtime, value_of);
                 let filter = VBetween::offering(1, lower, upper, true, stored);
                 let scanned = scan_with_runtime_filter(
                     &storage,
@@ -493,14 +506,7 @@ fn runtime_filters_on_stored_values_drop_rows_before_the_others_are_gathered() {
         let runtime_columns: [ColumnOfId; 2] = [(0, |id| id), (1, spread_v)];
         for (position, value_of) in runtime_columns {
             let runtime = Modulo::new(position, 3, 1);
-            let passing: Vec<i64> = (0..items)
-                .filter(|id| id % 11 != 0 && (lower..upper).contains(&spread_v(*id)))
-                .collect();
-            let expected: Vec<i64> = passing
-                .iter()
-                .copied()
-                .filter(|id| runtime.passes(value_of(*id)))
-                .collect();
+            let (passing, expected) = passing_then_kept(items, (lower, upper), &runtime, value_of);
             // Not narrowed: the scan reads (id, v) together, testing the filter on v's
             // stored values.
             let filter = VBetween::offering(1, lower, upper, false, true);

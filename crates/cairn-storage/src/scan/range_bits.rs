@@ -370,7 +370,8 @@ mod tests {
 
     #[test]
     fn pairs_of_values_are_compared_like_the_operator_they_stand_for() {
-        let ops: [(ComparisonOp, fn(&i64, &i64) -> bool); 5] = [
+        type Holds = fn(&i64, &i64) -> bool;
+        let ops: [(ComparisonOp, Holds); 5] = [
             (ComparisonOp::Eq, |a, b| a == b),
             (ComparisonOp::Lt, |a, b| a < b),
             (ComparisonOp::LtEq, |a, b| a <= b),

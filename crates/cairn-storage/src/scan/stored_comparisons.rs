@@ -559,3 +559,66 @@ fn plain_chunk(
         order,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain chunk of 32-bit `values` cut into pages of `page_rows` rows, each page's
+    /// values after a few header bytes.
+    fn chunk_of(values: &[i32], page_rows: &[u64]) -> PlainChunk {
+        assert_eq!(page_rows.iter().sum::<u64>(), values.len() as u64);
+        let (mut bytes, mut pages, mut first_row) = (Vec::new(), Vec::new(), 0);
+        for &rows in page_rows {
+            bytes.extend_from_slice(&[0xEE; 3]);
+            pages.push(PlainPage {
+                first_row,
+                rows,
+                values_start: bytes.len(),
+            });
+            for value in &values[first_row as usize..(first_row + rows) as usize] {
+                bytes.extend_from_slice(&value.to_le_bytes());
+            }
+            first_row += rows;
+        }
+        PlainChunk {
+            bytes: Bytes::from(bytes),
+            width: 4,
+            pages,
+            arrow_type: DataType::Date32,
+            order: StoredOrder::Integer,
+        }
+    }
+
+    #[test]
+    fn two_columns_whose_pages_break_at_other_rows_are_compared_row_by_row() {
+        let left: Vec<i32> = vec![5, -3, 7, 7, 0, 12, 9, -1, 4, 4, 100, 2];
+        let right: Vec<i32> = vec![6, -4, 7, 8, -2, 12, 10, -5, 3, 4, 99, 2];
+        let left_chunk = chunk_of(&left, &[3, 5, 2, 2]);
+        let right_chunk = chunk_of(&right, &[4, 4, 1, 3]);
+        for (op, holds) in [
+            (ComparisonOp::Lt, i32::lt as fn(&i32, &i32) -> bool),
+            (ComparisonOp::GtEq, i32::ge),
+            (ComparisonOp::Eq, i32::eq),
+        ] {
+            for rows in [0..12u64, 1..11, 5..6, 7..7] {
+                let mut out = BooleanBufferBuilder::new(0);
+                let mut scratch = Vec::new();
+                append_compared_chunks(
+                    &left_chunk,
+                    op,
+                    &right_chunk,
+                    rows.clone(),
+                    &mut out,
+                    &mut scratch,
+                );
+                let got: Vec<bool> = out.finish().iter().collect();
+                let want: Vec<bool> = rows
+                    .clone()
+                    .map(|row| holds(&left[row as usize], &right[row as usize]))
+                    .collect();
+                assert_eq!(got, want, "{op:?} over {rows:?}");
+            }
+        }
+    }
+}
