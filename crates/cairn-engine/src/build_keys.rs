@@ -11,21 +11,19 @@
 //! has to let every matching row through: keys too sparse for a bitmap over their span set
 //! bits by a hash of the key instead, which lets a few other keys through too.
 
+use crate::pass_through::pass_through_plan_methods;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::datatypes::{
     DataType, Int8Type, Int16Type, Int32Type, Int64Type, Schema, UInt8Type, UInt16Type, UInt32Type,
     UInt64Type,
 };
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, ScalarValue, Statistics, internal_err};
+use datafusion::common::{Result, ScalarValue, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs};
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
-    RecordBatchStream, ReplaceChildrenOptions, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, RecordBatchStream, SendableRecordBatchStream,
 };
 use futures::Stream;
 use parking_lot::RwLock;
@@ -97,10 +95,9 @@ impl KeySet {
         let span = span as u64;
         let mut bits = vec![0u64; span.div_ceil(64) as usize];
         for &key in keys {
-            let offset = key.wrapping_sub(first) as u64;
-            bits[(offset / 64) as usize] |= 1 << (offset % 64);
+            set_bit(&mut bits, key.wrapping_sub(first) as u64);
         }
-        let distinct = bits.iter().map(|word| u64::from(word.count_ones())).sum();
+        let distinct = set_bits(&bits);
         KeySet::Bitmap {
             first,
             span,
@@ -116,11 +113,10 @@ impl KeySet {
         let shift = 64 - length.ilog2();
         let mut bits = vec![0u64; length.div_ceil(64) as usize];
         for &key in keys {
-            let bit = hashed_bit(key, shift);
-            bits[(bit / 64) as usize] |= 1 << (bit % 64);
+            set_bit(&mut bits, hashed_bit(key, shift));
         }
         // Keys sharing a bit count once: fewer, but the share of bits set is what passes.
-        let distinct = bits.iter().map(|word| u64::from(word.count_ones())).sum();
+        let distinct = set_bits(&bits);
         KeySet::Hashed {
             shift,
             bits,
@@ -150,20 +146,32 @@ impl KeySet {
                 let (first, span) = (*first, *span);
                 let in_span = |key: i64| {
                     let offset = key.wrapping_sub(first) as u64;
-                    offset < span && bits[(offset / 64) as usize] & (1 << (offset % 64)) != 0
+                    offset < span && bit_is_set(bits, offset)
                 };
                 passing(array, in_span).map(Some)
             }
             KeySet::Hashed { shift, bits, .. } => {
-                let hashed = |key: i64| {
-                    let bit = hashed_bit(key, *shift);
-                    bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0
-                };
+                let hashed = |key: i64| bit_is_set(bits, hashed_bit(key, *shift));
                 passing(array, hashed).map(Some)
             }
             KeySet::Unfiltered { .. } => Ok(None),
         }
     }
+}
+
+/// Sets bit `index` of `bits`.
+fn set_bit(bits: &mut [u64], index: u64) {
+    bits[(index / 64) as usize] |= 1 << (index % 64);
+}
+
+/// Whether bit `index` of `bits` is set.
+fn bit_is_set(bits: &[u64], index: u64) -> bool {
+    bits[(index / 64) as usize] & (1 << (index % 64)) != 0
+}
+
+/// How many bits of `bits` are set.
+fn set_bits(bits: &[u64]) -> u64 {
+    bits.iter().map(|word| u64::from(word.count_ones())).sum()
 }
 
 /// The bit of a hashed set of `64 - shift` bits' length that `key` sets.
@@ -401,7 +409,7 @@ impl PhysicalExpr for BuildKeyFilter {
 
 /// A hash join's build side, its rows passed on as they come, its key columns gathered into
 /// [`BuildKeys`] as they pass and published when the side ends.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct BuildKeyCollectExec {
     input: Arc<dyn ExecutionPlan>,
     /// The key columns' positions in `input`'s schema.
@@ -447,60 +455,7 @@ impl ExecutionPlan for BuildKeyCollectExec {
         "BuildKeyCollectExec"
     }
 
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return internal_err!("a build side is one input, not {}", children.len());
-        }
-        // The properties are the input's own, so a copy keeps them whatever the options say.
-        Ok(Arc::new(BuildKeyCollectExec {
-            input: children.swap_remove(0),
-            key_columns: self.key_columns.clone(),
-            keys: self.keys.clone(),
-        }))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-        self.replace_children(children, options)
-    }
-
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        _args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        Ok(input_stats[0].clone())
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
-    }
+    pass_through_plan_methods!(input, "a build side's key gathering");
 
     /// Forgets the keys of an earlier run first: the join executes its build side before
     /// its probe side, so no scan of this run tests them.

@@ -61,6 +61,7 @@ mod laned_sums;
 mod like_parts;
 pub mod memory_limit;
 mod partition_sharing;
+mod pass_through;
 mod plan_map;
 mod plan_reuse;
 pub mod prepared;

@@ -31,20 +31,18 @@
 //! `SET cairn.wide_array_joins = false` turns the rule off.
 
 use crate::access_path::CairnOptions;
+use crate::pass_through::pass_through_plan_methods;
 use crate::row_estimate::{estimated_key_span, estimated_rows};
+use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Result, Statistics, internal_err};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryLimit;
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
-use datafusion::physical_plan::statistics::{ChildStats, StatisticsArgs};
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
-    PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, SendableRecordBatchStream,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -182,7 +180,7 @@ fn wide_array_estimate(
 }
 
 /// A hash join run with DataFusion's array span raised for it alone.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct WideArrayJoinExec {
     /// The [`HashJoinExec`] run.
     join: Arc<dyn ExecutionPlan>,
@@ -231,59 +229,7 @@ impl ExecutionPlan for WideArrayJoinExec {
         "WideArrayJoinExec"
     }
 
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.join.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.join]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return internal_err!("a wide array join runs one join, not {}", children.len());
-        }
-        // The properties are the join's own, so a copy keeps them whatever the options say.
-        Ok(Arc::new(WideArrayJoinExec {
-            join: children.swap_remove(0),
-            estimate: self.estimate,
-        }))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-        self.replace_children(children, options)
-    }
-
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        _args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        Ok(input_stats[0].clone())
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
-    }
+    pass_through_plan_methods!(join, "a wide array join");
 
     fn execute(
         &self,

@@ -74,7 +74,7 @@ impl PartitionScan {
         let (mut runs, mut rows_read, mut passed) = (0, 0, 0);
         // Without a filter only the columns returned as string views or dictionaries are read
         // as dictionaries: views point into a dictionary's values without copying them.
-        let ready = match self.filter.as_ref().map(|filter| filter.rows.clone()) {
+        let ready = match &filter {
             Some(filter) => dataset_columns(self.projection.as_deref(), filter.dictionary_ready()),
             None => self.text_read_as_dictionaries.clone(),
         };
@@ -124,15 +124,26 @@ impl PartitionScan {
             return Ok(false);
         }
         let tested = stored.gather_columns(runtime_columns, passed)?;
-        let mask = self.evaluate_with(narrow, &tested)?;
-        let kept = mask.true_count();
-        self.rows_tested_at_runtime += passed.len() as u64;
-        self.rows_dropped_at_runtime += (passed.len() - kept) as u64;
+        let (mask, kept) = self.tested_counted(narrow, &tested)?;
         if kept < passed.len() {
             let mut keep = mask.values().iter();
             passed.retain(|_| keep.next().unwrap_or(false));
         }
         Ok(true)
+    }
+
+    /// Which rows of `batch` the runtime filter `rows` (or its narrowed form) passes, and
+    /// how many, counted in the scan's runtime-filter metrics.
+    fn tested_counted(
+        &mut self,
+        rows: &dyn RowFilter,
+        batch: &RecordBatch,
+    ) -> Result<(BooleanArray, usize)> {
+        let mask = self.evaluate_with(rows, batch)?;
+        let kept = mask.true_count();
+        self.rows_tested_at_runtime += batch.num_rows() as u64;
+        self.rows_dropped_at_runtime += (batch.num_rows() - kept) as u64;
+        Ok((mask, kept))
     }
 
     /// Whether the runtime filter is still tested on the rows that pass: on the first
@@ -168,10 +179,7 @@ impl PartitionScan {
             if batch.num_rows() == 0 {
                 continue;
             }
-            let mask = self.evaluate_with(runtime.as_ref(), &batch)?;
-            let passing = mask.true_count();
-            self.rows_tested_at_runtime += batch.num_rows() as u64;
-            self.rows_dropped_at_runtime += (batch.num_rows() - passing) as u64;
+            let (mask, passing) = self.tested_counted(runtime.as_ref(), &batch)?;
             if passing == batch.num_rows() {
                 kept.push(batch);
             } else if passing > 0 {
@@ -475,10 +483,7 @@ impl PartitionScan {
                 .iter()
                 .filter(|(position, ..)| runtime_columns.binary_search(position).is_ok()),
         )?;
-        let mask = self.evaluate_with(narrow, &tested)?;
-        let kept = mask.true_count();
-        self.rows_tested_at_runtime += passed_offsets.len() as u64;
-        self.rows_dropped_at_runtime += (passed_offsets.len() - kept) as u64;
+        let (mask, kept) = self.tested_counted(narrow, &tested)?;
         if kept == passed_offsets.len() && read_missing.is_none() {
             return Ok(None);
         }
