@@ -13,7 +13,7 @@
 //! (`random()`).
 
 use crate::scan_filter::passing_bits;
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{Int32Type, Schema, SchemaRef};
 use datafusion::physical_expr::PhysicalExpr;
@@ -55,6 +55,25 @@ impl EntryTest {
         })
     }
 
+    /// The column the conjunct reads (its position in the filter's batches).
+    pub(crate) fn column(&self) -> usize {
+        self.column
+    }
+
+    /// Which of `entries` (values of the column's type, as many as wished) pass, a missing
+    /// answer as not.
+    pub(crate) fn answers(&self, entries: ArrayRef) -> Result<BooleanBuffer, String> {
+        let count = entries.len();
+        let batch = RecordBatch::try_new(self.entries_schema.clone(), vec![entries])
+            .map_err(|e| e.to_string())?;
+        let answers = self
+            .over_entries
+            .evaluate(&batch)
+            .and_then(|value| value.into_array(count))
+            .map_err(|e| e.to_string())?;
+        passing_bits(answers.as_ref(), &self.over_entries)
+    }
+
     /// Which rows of `batch` pass (a missing answer as not), when its column is a dictionary
     /// of no more entries than the batch has rows; `None` otherwise.
     pub(crate) fn evaluate(&self, batch: &RecordBatch) -> Option<Result<BooleanBuffer, String>> {
@@ -72,15 +91,7 @@ impl EntryTest {
             let null_entry = arrow::array::new_null_array(entries.data_type(), 1);
             let entries = arrow::compute::concat(&[entries.as_ref(), null_entry.as_ref()])
                 .map_err(|e| e.to_string())?;
-            let count = entries.len();
-            let batch = RecordBatch::try_new(self.entries_schema.clone(), vec![entries])
-                .map_err(|e| e.to_string())?;
-            let answers = self
-                .over_entries
-                .evaluate(&batch)
-                .and_then(|value| value.into_array(count))
-                .map_err(|e| e.to_string())?;
-            passing_bits(answers.as_ref(), &self.over_entries)
+            self.answers(entries)
         };
         let passing = match entry_answers() {
             Ok(passing) => passing,

@@ -169,6 +169,9 @@ struct PhysicalFilter {
     comparisons: Option<Vec<ColumnComparison>>,
     /// `expr`'s comparisons of two columns, when `comparisons` is `Some`; else empty.
     column_pairs: Vec<ColumnPair>,
+    /// The text columns (positions, ascending) that `expr`'s other conjuncts each read alone,
+    /// when `comparisons` is `Some`; else empty.
+    text_value_tests: Vec<usize>,
     /// The positions of the columns `expr` answers alike given as dictionaries.
     dictionary_ready: Vec<usize>,
 }
@@ -227,6 +230,7 @@ impl PhysicalFilter {
         // Stable: conjuncts of one kind keep the query's order.
         conjuncts.sort_by_key(|conjunct| !conjunct.cheap);
         let (mut comparisons, mut column_pairs) = (Some(Vec::new()), Vec::new());
+        let mut text_value_tests = Vec::new();
         for conjunct in &conjuncts {
             if let Some(comparison) = column_comparison(&conjunct.expr, schema) {
                 if let Some(all) = comparisons.as_mut() {
@@ -234,12 +238,17 @@ impl PhysicalFilter {
                 }
             } else if let Some(pair) = compared_columns(&conjunct.expr, schema) {
                 column_pairs.push(pair);
+            } else if let Some(column) = text_tested(conjunct, schema) {
+                text_value_tests.push(column);
             } else {
                 comparisons = None;
             }
         }
+        text_value_tests.sort_unstable();
+        text_value_tests.dedup();
         if comparisons.is_none() {
             column_pairs.clear();
+            text_value_tests.clear();
         }
         PhysicalFilter {
             dictionary_ready: dictionary_ready(&expr, schema),
@@ -248,6 +257,7 @@ impl PhysicalFilter {
             narrowed: None,
             comparisons,
             column_pairs,
+            text_value_tests,
         }
     }
 
@@ -388,6 +398,13 @@ fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Co
         op,
         value,
     })
+}
+
+/// The text column `conjunct` reads alone, when it does (so that it can be answered once per
+/// distinct value of the column, see [`EntryTest`]).
+fn text_tested(conjunct: &Conjunct, schema: &Schema) -> Option<usize> {
+    let column = conjunct.entry_test.as_ref()?.column();
+    (schema.fields().get(column)?.data_type() == &ArrowType::Utf8).then_some(column)
 }
 
 /// `expr` as `left op right` of two columns of `schema` of one signed integer, date or
@@ -572,6 +589,27 @@ impl RowFilter for PhysicalFilter {
 
     fn column_pairs(&self) -> &[ColumnPair] {
         &self.column_pairs
+    }
+
+    fn text_value_tests(&self) -> &[usize] {
+        &self.text_value_tests
+    }
+
+    fn test_text_values(
+        &self,
+        position: usize,
+        values: &ArrayRef,
+    ) -> Result<BooleanBuffer, String> {
+        let mut passing = BooleanBuffer::new_set(values.len());
+        let on_column = self
+            .conjuncts
+            .iter()
+            .filter_map(|conjunct| conjunct.entry_test.as_ref())
+            .filter(|test| test.column() == position);
+        for test in on_column {
+            passing = &passing & &test.answers(values.clone())?;
+        }
+        Ok(passing)
     }
 
     fn dictionary_ready(&self) -> &[usize] {

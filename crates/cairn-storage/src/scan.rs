@@ -10,7 +10,8 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StorageError};
 use crate::partition::ComponentRef;
 use crate::predicate_cache::{Predicate, PredicateCache, SKIP_UNIT_ROWS, unit_id};
-use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
+use arrow::buffer::BooleanBuffer;
 use cairn_model::arrow_mapping::value_at;
 use cairn_model::{DataType, KeyValue, Value};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
@@ -28,6 +29,7 @@ mod range_bits;
 mod row_group_read;
 mod stored_comparisons;
 mod text_dictionaries;
+mod text_dictionary_chunks;
 pub(crate) mod text_lengths;
 
 use row_group_read::SelectedRows;
@@ -59,9 +61,10 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     }
 
     /// The condition as comparisons of columns with constants that a row must all pass, when
-    /// it is exactly that, together with [`RowFilter::column_pairs`], and every constant has
-    /// its column's type. A scan may then test the values where they are stored instead of
-    /// decoding them. `None` (the default) otherwise.
+    /// it is exactly that, together with [`RowFilter::column_pairs`] and
+    /// [`RowFilter::text_value_tests`], and every constant has its column's type. A scan may
+    /// then test the values where they are stored instead of decoding them. `None` (the
+    /// default) otherwise.
     fn comparisons(&self) -> Option<&[ColumnComparison]> {
         None
     }
@@ -71,6 +74,29 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     /// Empty (the default) for none.
     fn column_pairs(&self) -> &[ColumnPair] {
         &[]
+    }
+
+    /// Positions (ascending, in the batches [`RowFilter::evaluate`] receives) of the text
+    /// columns that the rest of the condition, besides [`RowFilter::comparisons`] and
+    /// [`RowFilter::column_pairs`] (read only when that is `Some`), tests one at a time: each
+    /// of its other conjuncts reads one of these columns alone. A scan may answer them once per
+    /// distinct value a column's dictionary holds, with [`RowFilter::test_text_values`].
+    /// Empty (the default) for none.
+    fn text_value_tests(&self) -> &[usize] {
+        &[]
+    }
+
+    /// Which of `values` (distinct values of the text column at `position`, one of
+    /// [`RowFilter::text_value_tests`]) pass every conjunct that reads that column alone.
+    fn test_text_values(
+        &self,
+        position: usize,
+        values: &ArrayRef,
+    ) -> std::result::Result<BooleanBuffer, String> {
+        let _ = values;
+        Err(format!(
+            "the filter tests no text values of column {position}"
+        ))
     }
 
     /// Positions (ascending, in the batches [`RowFilter::evaluate`] receives) of the columns

@@ -47,121 +47,31 @@ impl DictionaryChunk {
         leaf: &FixedWidthLeaf,
     ) -> Result<Option<DictionaryChunk>> {
         debug_assert!(leaf.dictionary, "a dictionary-encoded leaf");
-        let corrupt = |message: String| StorageError::corrupt(&component.path, message);
-        let footer = paged.metadata();
-        let Some(group) = footer.row_groups().get(row_group) else {
-            return Err(corrupt(format!("no row group {row_group}")));
-        };
-        let Some(locations) = footer
-            .offset_index()
-            .and_then(|index| index.get(row_group))
-            .and_then(|columns| columns.get(leaf.leaf))
-            .map(|index| index.page_locations().to_vec())
+        let Some(EntryNumbers {
+            dictionary,
+            entry_count,
+            rows,
+        }) = read_entry_numbers(component, paged, row_group, leaf.leaf)?
         else {
             return Ok(None);
         };
-        let group_rows = group.num_rows().max(0) as usize;
-        let nullable = paged.parquet_schema().column(leaf.leaf).max_def_level() > 0;
-        let mut reader = component.page_reader(group.column(leaf.leaf), group_rows, locations)?;
-        let mut entries: Option<Vec<u8>> = None;
-        let mut rows = Vec::with_capacity(group_rows);
-        let where_ = |what: &str| format!("row group {row_group} column {}: {what}", leaf.leaf);
-        while let Some(page) = reader
-            .get_next_page()
-            .map_err(|e| parquet_error(&component.path, e))?
-        {
-            let (buf, values, levels_bytes, encoding) = match page {
-                Page::DictionaryPage {
-                    buf, num_values, ..
-                } => {
-                    let bytes = num_values as usize * leaf.width;
-                    let stored = buf
-                        .get(..bytes)
-                        .ok_or_else(|| corrupt(where_("a dictionary page is cut short")))?;
-                    entries = Some(stored.to_vec());
-                    continue;
-                }
-                Page::DataPage {
-                    buf,
-                    num_values,
-                    encoding,
-                    def_level_encoding,
-                    ..
-                } => {
-                    let levels_bytes = if nullable {
-                        if def_level_encoding != Encoding::RLE {
-                            return Ok(None);
-                        }
-                        let length = buf
-                            .get(..4)
-                            .ok_or_else(|| corrupt(where_("a data page is cut short")))?;
-                        4 + u32::from_le_bytes([length[0], length[1], length[2], length[3]])
-                            as usize
-                    } else {
-                        0
-                    };
-                    (buf, num_values, levels_bytes, encoding)
-                }
-                Page::DataPageV2 {
-                    buf,
-                    num_values,
-                    encoding,
-                    def_levels_byte_len,
-                    rep_levels_byte_len,
-                    ..
-                } => {
-                    let levels_bytes = (def_levels_byte_len + rep_levels_byte_len) as usize;
-                    (buf, num_values, levels_bytes, encoding)
-                }
-            };
-            if !matches!(
-                encoding,
-                Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY
-            ) {
-                return Ok(None);
-            }
-            let body = buf
-                .get(levels_bytes..)
-                .ok_or_else(|| corrupt(where_("a data page's levels overrun it")))?;
-            let (&bit_width, runs) = body
-                .split_first()
-                .ok_or_else(|| corrupt(where_("a data page holds no entry numbers")))?;
-            // A corrupt page's count must not size the decode: the row group bounds it.
-            if rows.len() + values as usize > group_rows {
-                return Err(corrupt(where_(&format!(
-                    "data pages hold more than the row group's {group_rows} rows"
-                ))));
-            }
-            decode_hybrid(runs, bit_width as u32, values as usize, &mut rows)
-                .ok_or_else(|| corrupt(where_("a data page's entry numbers are cut short")))?;
-        }
-        let entries = entries.ok_or_else(|| corrupt(where_("no dictionary page")))?;
-        if rows.len() != group_rows {
-            return Err(corrupt(where_(&format!(
-                "{} entry numbers for {group_rows} rows",
-                rows.len()
-            ))));
-        }
-        let entry_count = entries.len() / leaf.width;
-        // `max`, not `any`: a loop without an early exit is vectorized.
-        if rows
-            .iter()
-            .copied()
-            .max()
-            .is_some_and(|top| top as usize >= entry_count)
-        {
-            return Err(corrupt(where_(&format!(
-                "an entry number past the dictionary's {entry_count}"
-            ))));
-        }
+        let entries = dictionary.get(..entry_count * leaf.width).ok_or_else(|| {
+            StorageError::corrupt(
+                &component.path,
+                format!(
+                    "row group {row_group} column {}: a dictionary page is cut short",
+                    leaf.leaf
+                ),
+            )
+        })?;
         let entry_bits = (0..entry_count)
             .map(|entry| match leaf.width {
-                8 => bits_at::<8>(&entries, entry * 8),
-                _ => bits_at::<4>(&entries, entry * 4),
+                8 => bits_at::<8>(entries, entry * 8),
+                _ => bits_at::<4>(entries, entry * 4),
             })
             .collect();
         Ok(Some(DictionaryChunk {
-            entry_keys: order_keys(&entries, leaf.width, StoredOrder::of(&leaf.arrow_type)),
+            entry_keys: order_keys(entries, leaf.width, StoredOrder::of(&leaf.arrow_type)),
             entry_bits,
             width: leaf.width,
             arrow_type: leaf.arrow_type.clone(),
@@ -178,25 +88,16 @@ impl DictionaryChunk {
         high: i64,
         out: &mut BooleanBufferBuilder,
     ) {
-        let entries = &self.rows[rows.start as usize..rows.end as usize];
-        let passes = |key: &i64| (low..=high).contains(key);
-        // A dictionary of at most 64 entries answers from one word, without a bounds check
-        // per row: TPC-H's discounts and quantities are eleven and fifty.
-        if self.entry_keys.len() <= 64 {
-            let passing = self
-                .entry_keys
-                .iter()
-                .enumerate()
-                .fold(0u64, |word, (entry, key)| {
-                    word | (passes(key) as u64) << entry
-                });
-            append_passing(entries, passing, out);
-        } else {
-            let passing: Vec<bool> = self.entry_keys.iter().map(passes).collect();
-            append_words(entries, out, |entry| {
-                passing.get(entry as usize).copied().unwrap_or(false) as u64
-            });
-        }
+        let passing: Vec<bool> = self
+            .entry_keys
+            .iter()
+            .map(|key| (low..=high).contains(key))
+            .collect();
+        append_entries_passing(
+            &self.rows[rows.start as usize..rows.end as usize],
+            &passing,
+            out,
+        );
     }
 
     /// How many rows the chunk holds.
@@ -211,6 +112,157 @@ impl DictionaryChunk {
             .iter()
             .map(|&offset| self.entry_bits[self.rows[offset as usize] as usize]);
         fixed_width_from_bits(&self.arrow_type, self.width, bits)
+    }
+}
+
+/// A dictionary-encoded chunk as stored: its dictionary page's bytes, the entries they hold,
+/// and every row's entry number (each below `entry_count`), in row order.
+pub(super) struct EntryNumbers {
+    pub(super) dictionary: Vec<u8>,
+    pub(super) entry_count: usize,
+    pub(super) rows: Vec<u32>,
+}
+
+/// The dictionary page and entry numbers of leaf column `leaf`'s chunk in `row_group` of
+/// `component` (whose footer with its page locations is `paged`), which must hold no null;
+/// `None` when some data page falls back to plain values (the writer's dictionary grew too
+/// large), or the chunk has no page locations.
+pub(super) fn read_entry_numbers(
+    component: &DiskComponent,
+    paged: &ArrowReaderMetadata,
+    row_group: usize,
+    leaf: usize,
+) -> Result<Option<EntryNumbers>> {
+    let corrupt = |message: String| StorageError::corrupt(&component.path, message);
+    let footer = paged.metadata();
+    let Some(group) = footer.row_groups().get(row_group) else {
+        return Err(corrupt(format!("no row group {row_group}")));
+    };
+    let Some(locations) = footer
+        .offset_index()
+        .and_then(|index| index.get(row_group))
+        .and_then(|columns| columns.get(leaf))
+        .map(|index| index.page_locations().to_vec())
+    else {
+        return Ok(None);
+    };
+    let group_rows = group.num_rows().max(0) as usize;
+    let nullable = paged.parquet_schema().column(leaf).max_def_level() > 0;
+    let mut reader = component.page_reader(group.column(leaf), group_rows, locations)?;
+    let mut dictionary: Option<(Vec<u8>, usize)> = None;
+    let mut rows = Vec::with_capacity(group_rows);
+    let where_ = |what: &str| format!("row group {row_group} column {leaf}: {what}");
+    while let Some(page) = reader
+        .get_next_page()
+        .map_err(|e| parquet_error(&component.path, e))?
+    {
+        let (buf, values, levels_bytes, encoding) = match page {
+            Page::DictionaryPage {
+                buf, num_values, ..
+            } => {
+                dictionary = Some((buf.to_vec(), num_values as usize));
+                continue;
+            }
+            Page::DataPage {
+                buf,
+                num_values,
+                encoding,
+                def_level_encoding,
+                ..
+            } => {
+                let levels_bytes = if nullable {
+                    if def_level_encoding != Encoding::RLE {
+                        return Ok(None);
+                    }
+                    let length = buf
+                        .get(..4)
+                        .ok_or_else(|| corrupt(where_("a data page is cut short")))?;
+                    4 + u32::from_le_bytes([length[0], length[1], length[2], length[3]]) as usize
+                } else {
+                    0
+                };
+                (buf, num_values, levels_bytes, encoding)
+            }
+            Page::DataPageV2 {
+                buf,
+                num_values,
+                encoding,
+                def_levels_byte_len,
+                rep_levels_byte_len,
+                ..
+            } => {
+                let levels_bytes = (def_levels_byte_len + rep_levels_byte_len) as usize;
+                (buf, num_values, levels_bytes, encoding)
+            }
+        };
+        if !matches!(
+            encoding,
+            Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY
+        ) {
+            return Ok(None);
+        }
+        let body = buf
+            .get(levels_bytes..)
+            .ok_or_else(|| corrupt(where_("a data page's levels overrun it")))?;
+        let (&bit_width, runs) = body
+            .split_first()
+            .ok_or_else(|| corrupt(where_("a data page holds no entry numbers")))?;
+        // A corrupt page's count must not size the decode: the row group bounds it.
+        if rows.len() + values as usize > group_rows {
+            return Err(corrupt(where_(&format!(
+                "data pages hold more than the row group's {group_rows} rows"
+            ))));
+        }
+        decode_hybrid(runs, bit_width as u32, values as usize, &mut rows)
+            .ok_or_else(|| corrupt(where_("a data page's entry numbers are cut short")))?;
+    }
+    let (dictionary, entry_count) =
+        dictionary.ok_or_else(|| corrupt(where_("no dictionary page")))?;
+    if rows.len() != group_rows {
+        return Err(corrupt(where_(&format!(
+            "{} entry numbers for {group_rows} rows",
+            rows.len()
+        ))));
+    }
+    // `max`, not `any`: a loop without an early exit is vectorized.
+    if rows
+        .iter()
+        .copied()
+        .max()
+        .is_some_and(|top| top as usize >= entry_count)
+    {
+        return Err(corrupt(where_(&format!(
+            "an entry number past the dictionary's {entry_count}"
+        ))));
+    }
+    Ok(Some(EntryNumbers {
+        dictionary,
+        entry_count,
+        rows,
+    }))
+}
+
+/// Appends to `out` one bit per entry number of `rows`: whether `passing` holds for its
+/// entry (each entry number below `passing.len()`).
+pub(super) fn append_entries_passing(
+    rows: &[u32],
+    passing: &[bool],
+    out: &mut BooleanBufferBuilder,
+) {
+    // A dictionary of at most 64 entries answers from one word, without a bounds check per
+    // row: TPC-H's discounts and quantities are eleven and fifty, its ship modes seven.
+    if passing.len() <= 64 {
+        let word = passing
+            .iter()
+            .enumerate()
+            .fold(0u64, |word, (entry, &passes)| {
+                word | (passes as u64) << entry
+            });
+        append_passing(rows, word, out);
+    } else {
+        append_words(rows, out, |entry| {
+            passing.get(entry as usize).copied().unwrap_or(false) as u64
+        });
     }
 }
 

@@ -40,16 +40,15 @@ impl PartitionScan {
     ) -> Result<ReadTogether> {
         let page_rows = read.component.shape.page_rows;
         let filter = self.filter.as_ref().map(|filter| filter.rows.clone());
-        let comparisons = filter.as_deref().and_then(|rows| rows.comparisons());
-        if let (Some(comparisons), Some(filter), Some(projection)) =
-            (comparisons, &filter, &self.projection)
+        if let (Some(filter), Some(projection)) = (&filter, &self.projection)
             && let Some(stored) = StoredComparisons::new(
                 read.component,
                 read.metadata,
                 read.row_group,
                 projection,
-                comparisons,
-                filter.column_pairs(),
+                filter.as_ref(),
+                &self.text_forms,
+                &self.dataset,
             )?
         {
             self.rows_tested_stored += read.rows();
@@ -206,17 +205,15 @@ impl PartitionScan {
         matched: &mut [bool],
     ) -> Result<(Vec<RecordBatch>, bool)> {
         let filter_dataset = dataset_columns(self.projection.as_deref(), filter_columns);
-        let stored = match narrow.comparisons() {
-            Some(comparisons) => StoredComparisons::new(
-                read.component,
-                read.metadata,
-                read.row_group,
-                &filter_dataset,
-                comparisons,
-                narrow.column_pairs(),
-            )?,
-            None => None,
-        };
+        let stored = StoredComparisons::new(
+            read.component,
+            read.metadata,
+            read.row_group,
+            &filter_dataset,
+            narrow,
+            &self.text_forms,
+            &self.dataset,
+        )?;
         // The filter's columns of the passing rows, in parts: one per batch decoded (each
         // batch of the other columns read below for the same selection joins its part), or
         // one for the whole row group when the filter was tested on the stored values. And

@@ -18,18 +18,24 @@
 //! Comparisons of two columns with each other (TPC-H's `l_commitdate < l_receiptdate`) are
 //! tested the same way when both columns' chunks are plain and uncompressed, value against
 //! value where they lie.
+//!
+//! Conjuncts on one text column each (`l_shipmode IN ('MAIL', 'SHIP')`) are answered by the
+//! filter once per entry of the column's dictionary, when its chunk is dictionary-encoded
+//! (text_dictionary_chunks.rs); the passing rows' text is gathered as entry numbers.
 
 use super::dictionary_chunks::DictionaryChunk;
 use super::page_gather::{
     FixedWidthLeaf, bits_at, fixed_width_column, fixed_width_from_bits, fixed_width_leaf,
 };
 use super::range_bits::{StoredOrder, append_compared, append_in_range};
-use super::{ColumnComparison, ColumnPair, ComparisonOp};
+use super::text_dictionaries::{NamedTextForms, TextForm, text_form_type};
+use super::text_dictionary_chunks::{TextDictionaryChunk, text_dictionary_leaf};
+use super::{ColumnComparison, ColumnPair, ComparisonOp, RowFilter};
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use arrow::array::{ArrayRef, BooleanBufferBuilder, RecordBatch, UInt64Array};
 use arrow::buffer::BooleanBuffer;
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::{DataType, Field, Schema};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use std::collections::VecDeque;
@@ -134,6 +140,8 @@ fn bounds_of<'a>(comparisons: impl Iterator<Item = &'a ColumnComparison>) -> Opt
 enum StoredChunk {
     Plain(PlainChunk),
     Dictionary(DictionaryChunk),
+    /// A text column the filter tests once per dictionary entry.
+    Text(TextDictionaryChunk),
     /// A column the filter does not read, decoded: every row of the row group.
     Decoded(ArrayRef),
 }
@@ -159,8 +167,10 @@ impl StoredChunk {
             }
             StoredChunk::Dictionary(chunk) => chunk.append_in_range(rows, low, high, out),
             // Never bounded (`StoredComparisons::new` decodes only columns no comparison
-            // reads): no row passes.
-            StoredChunk::Decoded(_) => out.append_n((rows.end - rows.start) as usize, false),
+            // reads, and reads text only for its own tests): no row passes.
+            StoredChunk::Text(_) | StoredChunk::Decoded(_) => {
+                out.append_n((rows.end - rows.start) as usize, false)
+            }
         }
     }
 
@@ -172,6 +182,7 @@ impl StoredChunk {
                 .last()
                 .map_or(0, |page| page.first_row + page.rows),
             StoredChunk::Dictionary(chunk) => chunk.len() as u64,
+            StoredChunk::Text(chunk) => chunk.len() as u64,
             StoredChunk::Decoded(values) => values.len() as u64,
         }
     }
@@ -181,6 +192,7 @@ impl StoredChunk {
         let chunk = match self {
             StoredChunk::Plain(chunk) => chunk,
             StoredChunk::Dictionary(chunk) => return chunk.gather(offsets),
+            StoredChunk::Text(chunk) => return chunk.gather(offsets),
             StoredChunk::Decoded(values) => {
                 let offsets = UInt64Array::from_iter_values(offsets.iter().copied());
                 return Ok(arrow::compute::take(values, &offsets, None)?);
@@ -235,6 +247,14 @@ fn append_compared_chunks(
     }
 }
 
+/// Where a filter column's chunk is read from: a fixed-width leaf, a text leaf whose entries
+/// the filter tests, or (for a fixed-width column the filter does not read) the decoder.
+enum ChunkSource {
+    FixedWidth(FixedWidthLeaf),
+    Text(usize),
+    Decoded,
+}
+
 /// A filter of column comparisons over one row group, tested on its stored values.
 #[derive(Debug)]
 pub(super) struct StoredComparisons {
@@ -245,28 +265,39 @@ pub(super) struct StoredComparisons {
     pairs: Vec<ColumnPair>,
     /// Some column's comparisons exclude every value.
     unsatisfiable: bool,
+    /// The gathered columns' schema, text as dictionaries of entry numbers.
     schema: Arc<Schema>,
+    /// The forms the scan returns the text columns in.
+    text_forms: NamedTextForms,
     /// The component's file, for errors.
     path: std::path::PathBuf,
 }
 
 impl StoredComparisons {
-    /// The filter `comparisons` and `pairs` over the dataset columns `columns` (the filter's
-    /// positions name them) in `row_group` of `component`; `None` when some column is not
-    /// stored in a form tested in place there.
+    /// `filter` (its [`RowFilter::comparisons`], [`RowFilter::column_pairs`] and
+    /// [`RowFilter::text_value_tests`]) over the dataset columns `columns` (the filter's
+    /// positions name them) in `row_group` of `component`, of dataset `dataset`, gathering
+    /// text in the forms `text_forms` gives; `None` when the filter is not such comparisons,
+    /// or some column is not stored in a form tested in place there.
     pub(super) fn new(
         component: &DiskComponent,
         footer: &ArrowReaderMetadata,
         row_group: usize,
         columns: &[usize],
-        comparisons: &[ColumnComparison],
-        pairs: &[ColumnPair],
+        filter: &dyn RowFilter,
+        text_forms: &NamedTextForms,
+        dataset: &str,
     ) -> Result<Option<StoredComparisons>> {
+        let Some(comparisons) = filter.comparisons() else {
+            return Ok(None);
+        };
+        let (pairs, texts) = (filter.column_pairs(), filter.text_value_tests());
         let out_of_range = |position: usize| position >= columns.len();
         if comparisons.iter().any(|c| out_of_range(c.position))
             || pairs
                 .iter()
                 .any(|p| out_of_range(p.left) || out_of_range(p.right))
+            || texts.iter().any(|&position| out_of_range(position))
         {
             return Ok(None);
         }
@@ -278,8 +309,15 @@ impl StoredComparisons {
         // Decided from the footer the scan holds, so that a filter on columns stored any
         // other way never loads the page locations. A dictionary's pages are read through
         // the page reader, which decompresses them; plain ones are read in place.
-        let mut leaves = Vec::with_capacity(columns.len());
+        let mut sources = Vec::with_capacity(columns.len());
         for (position, &column) in columns.iter().enumerate() {
+            if texts.contains(&position) {
+                match text_dictionary_leaf(footer, row_group, column) {
+                    Some(leaf) => sources.push(ChunkSource::Text(leaf)),
+                    None => return Ok(None),
+                }
+                continue;
+            }
             let compared = comparisons.iter().any(|c| c.position == position) || paired(position);
             match fixed_width_leaf(footer, row_group, column) {
                 // A paired column is compared value against value: plain, of whole numbers.
@@ -291,8 +329,12 @@ impl StoredComparisons {
                 {
                     return Ok(None);
                 }
-                Some(leaf) if leaf.dictionary || leaf.uncompressed => leaves.push(Some(leaf)),
-                _ if !compared && fixed_width_column(footer, column) => leaves.push(None),
+                Some(leaf) if leaf.dictionary || leaf.uncompressed => {
+                    sources.push(ChunkSource::FixedWidth(leaf))
+                }
+                _ if !compared && fixed_width_column(footer, column) => {
+                    sources.push(ChunkSource::Decoded)
+                }
                 _ => return Ok(None),
             }
         }
@@ -303,26 +345,49 @@ impl StoredComparisons {
             paged = component.paged_metadata()?;
             paged.as_ref()
         };
+        let failed = |message: String| StorageError::FilterFailed {
+            dataset: dataset.to_string(),
+            message,
+        };
         // The chunks read in place first: one that cannot be gives up before any column is
         // decoded for nothing.
         let mut in_place = Vec::with_capacity(columns.len());
         let mut unsatisfiable = false;
-        for (position, leaf) in leaves.into_iter().enumerate() {
-            let chunk = match leaf {
-                Some(leaf) if leaf.dictionary => {
+        for (position, source) in sources.into_iter().enumerate() {
+            let chunk = match source {
+                ChunkSource::FixedWidth(leaf) if leaf.dictionary => {
                     let chunk = DictionaryChunk::read(component, metadata, row_group, &leaf)?;
                     let Some(chunk) = chunk else {
                         return Ok(None);
                     };
                     Some(StoredChunk::Dictionary(chunk))
                 }
-                Some(leaf) => {
+                ChunkSource::FixedWidth(leaf) => {
                     let Some(chunk) = plain_chunk(component, metadata, row_group, leaf)? else {
                         return Ok(None);
                     };
                     Some(StoredChunk::Plain(chunk))
                 }
-                None => None,
+                ChunkSource::Text(leaf) => {
+                    let test = |entries: &ArrayRef| {
+                        let answers = filter.test_text_values(position, entries).map_err(failed)?;
+                        match answers.len() == entries.len() {
+                            true => Ok(answers),
+                            false => Err(failed(format!(
+                                "the filter answered {} of {} text values",
+                                answers.len(),
+                                entries.len()
+                            ))),
+                        }
+                    };
+                    let chunk =
+                        TextDictionaryChunk::read(component, metadata, row_group, leaf, test)?;
+                    let Some(chunk) = chunk else {
+                        return Ok(None);
+                    };
+                    Some(StoredChunk::Text(chunk))
+                }
+                ChunkSource::Decoded => None,
             };
             let on_column = comparisons.iter().filter(|c| c.position == position);
             let bounds = if on_column.clone().next().is_some() {
@@ -358,12 +423,29 @@ impl StoredComparisons {
                 return Ok(None);
             }
         }
-        let schema = Arc::new(metadata.schema().project(columns)?);
+        let stored_schema = metadata.schema().project(columns)?;
+        let mut fields = Vec::with_capacity(columns.len());
+        let mut forms = Vec::new();
+        for (field, (chunk, _)) in stored_schema.fields().iter().zip(&chunks) {
+            fields.push(match chunk {
+                StoredChunk::Text(_) => {
+                    forms.push((field.name().clone(), text_forms.form_of(field.name())));
+                    Arc::new(
+                        Field::clone(field).with_data_type(text_form_type(TextForm::Dictionary)),
+                    )
+                }
+                _ => field.clone(),
+            });
+        }
         Ok(Some(StoredComparisons {
             columns: chunks,
             pairs: pairs.to_vec(),
             unsatisfiable,
-            schema,
+            schema: Arc::new(Schema::new_with_metadata(
+                fields,
+                stored_schema.metadata().clone(),
+            )),
+            text_forms: NamedTextForms::new(forms),
             path: component.path.clone(),
         }))
     }
@@ -379,11 +461,20 @@ impl StoredComparisons {
         for &(start, rows) in runs {
             let mut passing: Option<BooleanBuffer> = None;
             for (chunk, bounds) in &self.columns {
-                let Some((low, high)) = *bounds else {
-                    continue;
-                };
                 let mut bits = BooleanBufferBuilder::new(rows as usize);
-                chunk.append_in_range(start..start + rows, low, high, &mut bits, &mut scratch);
+                match (chunk, *bounds) {
+                    (StoredChunk::Text(text), _) => {
+                        text.append_passing(start..start + rows, &mut bits)
+                    }
+                    (_, Some((low, high))) => chunk.append_in_range(
+                        start..start + rows,
+                        low,
+                        high,
+                        &mut bits,
+                        &mut scratch,
+                    ),
+                    (_, None) => continue,
+                }
                 let bits = bits.finish();
                 passing = Some(match passing {
                     Some(so_far) => &so_far & &bits,
@@ -415,7 +506,7 @@ impl StoredComparisons {
     }
 
     /// The filter columns' values at `offsets` (ascending offsets of the row group), as a
-    /// batch of the columns a decoding read returns.
+    /// batch of the columns a decoding read returns, text in the scan's forms.
     pub(super) fn gather(&self, offsets: &[u64]) -> Result<RecordBatch> {
         let every_column: Vec<usize> = (0..self.columns.len()).collect();
         self.gather_columns(&every_column, offsets)
@@ -455,7 +546,9 @@ impl StoredComparisons {
             true => self.schema.clone(),
             false => Arc::new(self.schema.project(positions)?),
         };
-        Ok(RecordBatch::try_new(schema, arrays)?)
+        Ok(self
+            .text_forms
+            .apply(RecordBatch::try_new(schema, arrays)?)?)
     }
 }
 
