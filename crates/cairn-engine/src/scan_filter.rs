@@ -1003,11 +1003,29 @@ mod tests {
                 at(0, ComparisonOp::LtEq, 7)
             ])
         );
-        // Not just comparisons with constants: decoded and evaluated as before.
-        let starts_with_x = datafusion::functions::expr_fn::starts_with(col("s"), lit("x"));
-        assert_eq!(comparisons(col("a").gt(lit(1i64)).and(starts_with_x)), None);
+        // Conjuncts that each read one text column alone are offered as text tests beside
+        // them, to answer once per distinct value.
+        let text_tests = |condition: Expr| {
+            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
+            PhysicalFilter::new(expr, &schema)
+                .text_value_tests()
+                .to_vec()
+        };
+        let starts_with_x = || datafusion::functions::expr_fn::starts_with(col("s"), lit("x"));
+        let with_text = col("a").gt(lit(1i64)).and(starts_with_x());
+        assert_eq!(
+            comparisons(with_text.clone()),
+            Some(vec![at(0, ComparisonOp::Gt, 1)])
+        );
+        assert_eq!(text_tests(with_text), [1]);
+        assert_eq!(comparisons(col("s").eq(lit("x"))), Some(vec![]));
+        assert_eq!(text_tests(col("s").eq(lit("x")).and(starts_with_x())), [1]);
+        assert!(text_tests(col("a").gt(lit(1i64))).is_empty());
+        // Anything else: decoded and evaluated as before, text tests and all.
+        let number_function = col("a").not_eq(lit(1i64)).and(starts_with_x());
+        assert_eq!(comparisons(number_function.clone()), None);
+        assert!(text_tests(number_function).is_empty());
         assert_eq!(comparisons(col("a").not_eq(lit(1i64))), None);
-        assert_eq!(comparisons(col("s").eq(lit("x"))), None);
         assert_eq!(
             comparisons(col("a").eq(lit(ScalarValue::Int64(None)))),
             None

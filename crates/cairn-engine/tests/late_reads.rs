@@ -715,9 +715,11 @@ async fn comparisons_of_two_columns_answer_as_decoding_does() {
 
 /// Tables `modes` (flushed) and `modes_in_memory` of ROWS rows (id, mode, flag, qty, day,
 /// note): `mode` one of TPC-H's seven ship modes, `flag` text with nulls, `note` distinct
-/// per row.
+/// per row and long enough that a row group's dictionary of them outgrows the writer's
+/// limit, so that its later pages hold plain text.
 async fn mode_tables(db: &Database) {
     let modes = ["AIR", "FOB", "MAIL", "RAIL", "REG AIR", "SHIP", "TRUCK"];
+    let padding = "x".repeat(120);
     let rows: Vec<String> = (0..ROWS)
         .map(|id| {
             let mode = modes[(spread(id) as u64 % 7) as usize];
@@ -730,7 +732,7 @@ async fn mode_tables(db: &Database) {
             let day = (spread(id) >> 13).rem_euclid(2_000);
             format!(
                 "({id}, '{mode}', {flag}, {qty}, DATE '1992-01-01' + INTERVAL '{day} days', \
-                 'line {id}')"
+                 'line {id} {padding}')"
             )
         })
         .collect();
@@ -771,9 +773,13 @@ async fn text_conjuncts_on_dictionary_columns_are_tested_on_stored_values() {
             true,
         ),
         ("SELECT id, note FROM {table} WHERE mode = 'RAIL'", true),
-        // Nulls in the column: evaluated on decoded values.
+        // Nulls in the column, or pages of plain text: evaluated on decoded values.
         (
             "SELECT id, qty FROM {table} WHERE flag = 'A' AND qty < 30",
+            false,
+        ),
+        (
+            "SELECT id, qty FROM {table} WHERE note LIKE 'line 1%' AND qty < 30",
             false,
         ),
         // A condition on a number that is no comparison keeps the filter off stored values.
@@ -804,11 +810,11 @@ async fn text_conjuncts_on_dictionary_columns_are_tested_on_stored_values() {
             .collect::<Vec<_>>(),
         ["0"]
     );
-    let nulls_decoded = "SELECT id FROM modes WHERE flag = 'R'";
-    let (_, plan) = common::run_plan(&db, nulls_decoded).await;
-    assert_eq!(
-        scan_metric(&plan, "rows_tested_stored"),
-        0,
-        "{nulls_decoded}"
-    );
+    for decoded in [
+        "SELECT id FROM modes WHERE flag = 'R'",
+        "SELECT id FROM modes WHERE note LIKE '%7 x%'",
+    ] {
+        let (_, plan) = common::run_plan(&db, decoded).await;
+        assert_eq!(scan_metric(&plan, "rows_tested_stored"), 0, "{decoded}");
+    }
 }

@@ -88,16 +88,9 @@ impl DictionaryChunk {
         high: i64,
         out: &mut BooleanBufferBuilder,
     ) {
-        let passing: Vec<bool> = self
-            .entry_keys
-            .iter()
-            .map(|key| (low..=high).contains(key))
-            .collect();
-        append_entries_passing(
-            &self.rows[rows.start as usize..rows.end as usize],
-            &passing,
-            out,
-        );
+        let entries = &self.rows[rows.start as usize..rows.end as usize];
+        let passes = |entry: usize| (low..=high).contains(&self.entry_keys[entry]);
+        append_entries_passing(entries, self.entry_keys.len(), passes, out);
     }
 
     /// How many rows the chunk holds.
@@ -242,26 +235,23 @@ pub(super) fn read_entry_numbers(
     }))
 }
 
-/// Appends to `out` one bit per entry number of `rows`: whether `passing` holds for its
-/// entry (each entry number below `passing.len()`).
+/// Appends to `out` one bit per entry number of `rows`: whether entry `passes`, of
+/// `entry_count` entries (an entry number past them fails).
 pub(super) fn append_entries_passing(
     rows: &[u32],
-    passing: &[bool],
+    entry_count: usize,
+    passes: impl Fn(usize) -> bool,
     out: &mut BooleanBufferBuilder,
 ) {
     // A dictionary of at most 64 entries answers from one word, without a bounds check per
     // row: TPC-H's discounts and quantities are eleven and fifty, its ship modes seven.
-    if passing.len() <= 64 {
-        let word = passing
-            .iter()
-            .enumerate()
-            .fold(0u64, |word, (entry, &passes)| {
-                word | (passes as u64) << entry
-            });
+    if entry_count <= 64 {
+        let word =
+            (0..entry_count).fold(0u64, |word, entry| word | (passes(entry) as u64) << entry);
         append_passing(rows, word, out);
     } else {
         append_words(rows, out, |entry| {
-            passing.get(entry as usize).copied().unwrap_or(false) as u64
+            ((entry as usize) < entry_count && passes(entry as usize)) as u64
         });
     }
 }

@@ -123,7 +123,12 @@ impl TextDictionaryChunk {
         out: &mut BooleanBufferBuilder,
     ) {
         let entries = &self.rows[rows.start as usize..rows.end as usize];
-        append_entries_passing(entries, &self.passing, out);
+        append_entries_passing(
+            entries,
+            self.passing.len(),
+            |entry| self.passing[entry],
+            out,
+        );
     }
 
     /// How many rows the chunk holds.
