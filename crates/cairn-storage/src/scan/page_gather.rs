@@ -17,6 +17,7 @@ use arrow::datatypes::{ArrowNativeType, DataType, Schema};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::basic::{Compression, Encoding, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
+use parquet::file::metadata::ColumnChunkMetaData;
 use std::sync::Arc;
 
 /// Gathered columns: (position among the columns asked for, dataset column, the values of
@@ -343,6 +344,25 @@ pub(crate) fn fixed_width_leaf(
 ) -> Option<FixedWidthLeaf> {
     let field = footer.schema().fields().get(column)?;
     let (width, physical) = fixed_width_of(field.data_type())?;
+    let (leaf, chunk) = flat_null_free_chunk(footer, row_group, column, physical)?;
+    Some(FixedWidthLeaf {
+        leaf,
+        width,
+        arrow_type: field.data_type().clone(),
+        uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
+        dictionary: chunk.dictionary_page_offset().is_some(),
+    })
+}
+
+/// The leaf of top-level column `column` and its chunk in `row_group`, when the column is
+/// flat (one leaf, not repeated) and the chunk holds no null, values of Parquet's type
+/// `physical`, and pages plain or, with a dictionary page, dictionary-encoded.
+pub(crate) fn flat_null_free_chunk(
+    footer: &ArrowReaderMetadata,
+    row_group: usize,
+    column: usize,
+    physical: PhysicalType,
+) -> Option<(usize, &ColumnChunkMetaData)> {
     let schema = footer.parquet_schema();
     let leaf =
         (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
@@ -358,13 +378,7 @@ pub(crate) fn fixed_width_leaf(
             _ => false,
         })
         && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
-    fits.then(|| FixedWidthLeaf {
-        leaf,
-        width,
-        arrow_type: field.data_type().clone(),
-        uncompressed: chunk.compression() == Compression::UNCOMPRESSED,
-        dictionary,
-    })
+    fits.then_some((leaf, chunk))
 }
 
 /// The bytes per value and Parquet's physical type of a column of `data_type` that

@@ -13,13 +13,14 @@
 //! as dictionary_chunks.rs reads those of numbers.
 
 use super::dictionary_chunks::{EntryNumbers, append_entries_passing, read_entry_numbers};
+use super::page_gather::flat_null_free_chunk;
 use crate::component::DiskComponent;
 use crate::error::{Result, StorageError};
 use arrow::array::{ArrayRef, BooleanBufferBuilder, DictionaryArray, Int32Array, StringArray};
 use arrow::buffer::{BooleanBuffer, Buffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Int32Type};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-use parquet::basic::{Encoding, Type as PhysicalType};
+use parquet::basic::Type as PhysicalType;
 use std::sync::Arc;
 
 /// The leaf of text column `column` (of the dataset schema) in `row_group`, when the footer
@@ -35,26 +36,8 @@ pub(super) fn text_dictionary_leaf(
     if field.data_type() != &DataType::Utf8 {
         return None;
     }
-    let schema = footer.parquet_schema();
-    let leaf =
-        (0..schema.num_columns()).find(|&leaf| schema.get_column_root_idx(leaf) == column)?;
-    let descriptor = schema.column(leaf);
-    let chunk = footer.metadata().row_groups().get(row_group)?.column(leaf);
-    let fits = descriptor.path().parts().len() == 1
-        && descriptor.max_rep_level() == 0
-        && chunk.column_type() == PhysicalType::BYTE_ARRAY
-        && chunk.dictionary_page_offset().is_some()
-        && chunk.encodings().all(|e| {
-            matches!(
-                e,
-                Encoding::PLAIN
-                    | Encoding::RLE
-                    | Encoding::RLE_DICTIONARY
-                    | Encoding::PLAIN_DICTIONARY
-            )
-        })
-        && chunk.statistics().and_then(|s| s.null_count_opt()) == Some(0);
-    fits.then_some(leaf)
+    let (leaf, chunk) = flat_null_free_chunk(footer, row_group, column, PhysicalType::BYTE_ARRAY)?;
+    chunk.dictionary_page_offset().is_some().then_some(leaf)
 }
 
 /// A dictionary-encoded text chunk in one row group: its entries, which of them the filter
