@@ -140,7 +140,9 @@ fn plain_text(
     bytes: &[u8],
     count: usize,
 ) -> Option<std::result::Result<StringArray, arrow::error::ArrowError>> {
-    let mut offsets = Vec::with_capacity(count + 1);
+    // Each value takes at least its 4-byte length: a corrupt count must not size the
+    // allocation.
+    let mut offsets = Vec::with_capacity(count.min(bytes.len() / 4) + 1);
     let mut values = Vec::with_capacity(bytes.len().saturating_sub(4 * count));
     offsets.push(0i32);
     let mut rest = bytes;
