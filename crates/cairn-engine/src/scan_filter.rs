@@ -352,6 +352,19 @@ impl FloatComparison {
     }
 }
 
+/// `op` as the storage's comparison of the column on its left side, the operands swapped
+/// when `column_on_left` is false (`5 < x` is `x > 5`); `None` for other operators.
+fn comparison_op(op: &Operator, column_on_left: bool) -> Option<ComparisonOp> {
+    Some(match (op, column_on_left) {
+        (Operator::Eq, _) => ComparisonOp::Eq,
+        (Operator::Lt, true) | (Operator::Gt, false) => ComparisonOp::Lt,
+        (Operator::LtEq, true) | (Operator::GtEq, false) => ComparisonOp::LtEq,
+        (Operator::Gt, true) | (Operator::Lt, false) => ComparisonOp::Gt,
+        (Operator::GtEq, true) | (Operator::LtEq, false) => ComparisonOp::GtEq,
+        _ => return None,
+    })
+}
+
 /// `expr` as `column op constant` (either way round), when it compares a column of `schema`
 /// with a non-null constant of the column's type: an integer, date or timestamp, or a
 /// floating-point number other than zero.
@@ -368,14 +381,7 @@ fn column_comparison(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Co
         (_, _, Some(literal), Some(column)) => (column, literal, false),
         _ => return None,
     };
-    let op = match (binary.op(), column_on_left) {
-        (Operator::Eq, _) => ComparisonOp::Eq,
-        (Operator::Lt, true) | (Operator::Gt, false) => ComparisonOp::Lt,
-        (Operator::LtEq, true) | (Operator::GtEq, false) => ComparisonOp::LtEq,
-        (Operator::Gt, true) | (Operator::Lt, false) => ComparisonOp::Gt,
-        (Operator::GtEq, true) | (Operator::LtEq, false) => ComparisonOp::GtEq,
-        _ => return None,
-    };
+    let op = comparison_op(binary.op(), column_on_left)?;
     let column_type = schema.fields().get(column.index())?.data_type();
     let constant = literal.value();
     if &constant.data_type() != column_type {
@@ -413,14 +419,7 @@ fn compared_columns(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Col
     let binary = expr.downcast_ref::<PhysicalBinaryExpr>()?;
     let left = binary.left().downcast_ref::<Column>()?.index();
     let right = binary.right().downcast_ref::<Column>()?.index();
-    let op = match binary.op() {
-        Operator::Eq => ComparisonOp::Eq,
-        Operator::Lt => ComparisonOp::Lt,
-        Operator::LtEq => ComparisonOp::LtEq,
-        Operator::Gt => ComparisonOp::Gt,
-        Operator::GtEq => ComparisonOp::GtEq,
-        _ => return None,
-    };
+    let op = comparison_op(binary.op(), true)?;
     let left_type = schema.fields().get(left)?.data_type();
     let whole_numbers = matches!(
         left_type,
@@ -966,19 +965,25 @@ mod tests {
         assert_eq!(cheapness(matches_x.and(col("a").gt(lit(1)))), [true, false]);
     }
 
+    /// The scan filter `condition` becomes over batches of `schema`.
+    fn filter_of(condition: Expr, schema: &SchemaRef) -> PhysicalFilter {
+        let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
+        let expr = SessionContext::new()
+            .create_physical_expr(condition, &df_schema)
+            .unwrap();
+        PhysicalFilter::new(expr, schema)
+    }
+
     #[test]
     fn comparisons_of_columns_with_constants_of_their_type_are_offered_to_the_scan() {
-        let ctx = SessionContext::new();
         let schema = Arc::new(Schema::new(vec![
             Field::new("a", ArrowType::Int64, true),
             Field::new("s", ArrowType::Utf8, false),
             Field::new("d", ArrowType::Date32, false),
             Field::new("f", ArrowType::Float64, false),
         ]));
-        let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
         let comparisons = |condition: Expr| {
-            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
-            PhysicalFilter::new(expr, &schema)
+            filter_of(condition, &schema)
                 .comparisons()
                 .map(<[_]>::to_vec)
         };
@@ -1005,12 +1010,8 @@ mod tests {
         );
         // Conjuncts that each read one text column alone are offered as text tests beside
         // them, to answer once per distinct value.
-        let text_tests = |condition: Expr| {
-            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
-            PhysicalFilter::new(expr, &schema)
-                .text_value_tests()
-                .to_vec()
-        };
+        let text_tests =
+            |condition: Expr| filter_of(condition, &schema).text_value_tests().to_vec();
         let starts_with_x = || datafusion::functions::expr_fn::starts_with(col("s"), lit("x"));
         let with_text = col("a").gt(lit(1i64)).and(starts_with_x());
         assert_eq!(
@@ -1047,7 +1048,6 @@ mod tests {
 
     #[test]
     fn comparisons_of_two_columns_of_one_whole_number_type_are_offered_as_pairs() {
-        let ctx = SessionContext::new();
         let schema = Arc::new(Schema::new(vec![
             Field::new("a", ArrowType::Int64, false),
             Field::new("b", ArrowType::Int64, false),
@@ -1056,10 +1056,8 @@ mod tests {
             Field::new("f", ArrowType::Float64, false),
             Field::new("g", ArrowType::Float64, false),
         ]));
-        let df_schema = DFSchema::try_from(schema.as_ref().clone()).unwrap();
         let offered = |condition: Expr| {
-            let expr = ctx.create_physical_expr(condition, &df_schema).unwrap();
-            let filter = PhysicalFilter::new(expr, &schema);
+            let filter = filter_of(condition, &schema);
             let comparisons = filter.comparisons().map(<[_]>::to_vec);
             (comparisons, filter.column_pairs().to_vec())
         };

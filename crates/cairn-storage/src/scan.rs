@@ -91,9 +91,8 @@ pub trait RowFilter: Send + Sync + fmt::Debug {
     fn test_text_values(
         &self,
         position: usize,
-        values: &ArrayRef,
+        _values: &ArrayRef,
     ) -> std::result::Result<BooleanBuffer, String> {
-        let _ = values;
         Err(format!(
             "the filter tests no text values of column {position}"
         ))

@@ -255,6 +255,21 @@ enum ChunkSource {
     Decoded,
 }
 
+/// `so_far` and the `rows` bits `append` appends: a row passes when it passed both.
+fn and_bits(
+    so_far: Option<BooleanBuffer>,
+    rows: u64,
+    append: impl FnOnce(&mut BooleanBufferBuilder),
+) -> Option<BooleanBuffer> {
+    let mut bits = BooleanBufferBuilder::new(rows as usize);
+    append(&mut bits);
+    let bits = bits.finish();
+    Some(match so_far {
+        Some(so_far) => &so_far & &bits,
+        None => bits,
+    })
+}
+
 /// A filter of column comparisons over one row group, tested on its stored values.
 #[derive(Debug)]
 pub(super) struct StoredComparisons {
@@ -459,27 +474,19 @@ impl StoredComparisons {
         }
         let mut scratch = Vec::new();
         for &(start, rows) in runs {
+            let range = start..start + rows;
             let mut passing: Option<BooleanBuffer> = None;
             for (chunk, bounds) in &self.columns {
-                let mut bits = BooleanBufferBuilder::new(rows as usize);
-                match (chunk, *bounds) {
-                    (StoredChunk::Text(text), _) => {
-                        text.append_passing(start..start + rows, &mut bits)
-                    }
-                    (_, Some((low, high))) => chunk.append_in_range(
-                        start..start + rows,
-                        low,
-                        high,
-                        &mut bits,
-                        &mut scratch,
-                    ),
-                    (_, None) => continue,
-                }
-                let bits = bits.finish();
-                passing = Some(match passing {
-                    Some(so_far) => &so_far & &bits,
-                    None => bits,
-                });
+                passing = match (chunk, *bounds) {
+                    (StoredChunk::Text(text), _) => and_bits(passing, rows, |bits| {
+                        text.append_passing(range.clone(), bits)
+                    }),
+                    (_, Some((low, high))) => and_bits(passing, rows, |bits| {
+                        chunk.append_in_range(range.clone(), low, high, bits, &mut scratch)
+                    }),
+                    // A column the filter reads but neither bounds nor tests.
+                    (_, None) => passing,
+                };
             }
             for pair in &self.pairs {
                 let (StoredChunk::Plain(left), StoredChunk::Plain(right)) =
@@ -488,13 +495,8 @@ impl StoredComparisons {
                     // `new` pairs plain chunks alone.
                     return Vec::new();
                 };
-                let mut bits = BooleanBufferBuilder::new(rows as usize);
-                let rows = start..start + rows;
-                append_compared_chunks(left, pair.op, right, rows, &mut bits, &mut scratch);
-                let bits = bits.finish();
-                passing = Some(match passing {
-                    Some(so_far) => &so_far & &bits,
-                    None => bits,
+                passing = and_bits(passing, rows, |bits| {
+                    append_compared_chunks(left, pair.op, right, range.clone(), bits, &mut scratch)
                 });
             }
             match passing {

@@ -86,11 +86,10 @@ impl TextDictionaryChunk {
                 .ok_or_else(|| corrupt("a dictionary page's entries are cut short"))?
                 .map_err(|e| corrupt(&format!("a dictionary entry is not text: {e}")))?,
         );
-        let answers = test(&entries)?;
-        // The caller checks the count; an entry left unanswered fails.
-        let passing = (0..entry_count)
-            .map(|entry| entry < answers.len() && answers.value(entry))
-            .collect();
+        let mut passing: Vec<bool> = test(&entries)?.iter().collect();
+        // One answer per entry, as `append_passing` needs: its caller checks `test` gives
+        // that, and an entry left unanswered would fail.
+        passing.resize(entry_count, false);
         Ok(Some(TextDictionaryChunk {
             passing,
             entries,
